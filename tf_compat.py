@@ -1,0 +1,97 @@
+"""The one place that makes TensorFlow 2.21 behave like the TF 1 graph world slim needs.
+
+Every entry point and every library module imports `tf` and `slim` from here, first:
+
+    from tf_compat import tf, slim
+
+Importing this module, once, does three things:
+
+1. Quiet start-up. TensorFlow's C++ INFO/WARNING lines and its Python deprecation
+   warnings are silenced before `tensorflow` is imported, so users see our own log
+   lines rather than a wall of notices they cannot act on. Set
+   `SLIMDEPLOY_TF_VERBOSE=1` to get them all back when debugging TensorFlow itself.
+2. `tf` is `tensorflow.compat.v1` with v2 behaviour disabled: graph mode, sessions,
+   collections, ref variables by default.
+3. tf-slim 1.1.0 (the last release) works on TF >= 2.13. TensorFlow lazily imports
+   `tf_keras.legacy_tf_layers.*` for `tf.compat.v1.layers`, which `slim.batch_norm`
+   uses, but tf-keras ships those modules as `tf_keras.src.legacy_tf_layers.*`. We
+   register the shipped modules under the expected names in `sys.modules`. The fix in
+   tf-slim's repository was never released (google-research/tf-slim#24). tf-keras must
+   be installed at TensorFlow's minor version (both pinned in requirements.txt).
+"""
+
+import importlib
+import logging
+import os
+import sys
+import warnings
+
+_VERBOSE = os.environ.get('SLIMDEPLOY_TF_VERBOSE') == '1'
+
+if not _VERBOSE:
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# Keras 3 cannot build TF1 graphs; make `tf.keras` resolve to Keras 2 (tf-keras).
+os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+
+_LEGACY_LAYER_MODULES = ('base', 'convolutional', 'core', 'normalization', 'pooling',
+                         'variable_scope_shim', 'migration_utils')
+
+
+def _alias_tf_keras_legacy_layers():
+  """Makes `tf_keras.legacy_tf_layers[.x]` importable (see the module docstring)."""
+  if 'tf_keras.legacy_tf_layers' in sys.modules:
+    return
+  try:
+    package = importlib.import_module('tf_keras.src.legacy_tf_layers')
+  except ImportError as error:
+    raise ImportError(
+        'tf-keras is required by tf-slim on TensorFlow >= 2.13; install the version in '
+        'requirements.txt (tf-keras of the same minor version as TensorFlow)') from error
+  sys.modules['tf_keras.legacy_tf_layers'] = package
+  for name in _LEGACY_LAYER_MODULES:
+    module = importlib.import_module('tf_keras.src.legacy_tf_layers.' + name)
+    sys.modules['tf_keras.legacy_tf_layers.' + name] = module
+  sys.modules['tf_keras'].legacy_tf_layers = package
+
+
+def _quiet_python_warnings(tf_module):
+  if _VERBOSE:
+    return
+  tf_module.get_logger().setLevel(logging.ERROR)
+  from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
+  deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+  for module in ('tensorflow', 'tf_keras', 'tf_slim', 'keras'):
+    warnings.filterwarnings('ignore', category=DeprecationWarning, module=module)
+    warnings.filterwarnings('ignore', category=UserWarning, module=module)
+    warnings.filterwarnings('ignore', category=FutureWarning, module=module)
+
+
+def _import_tensorflow_quietly():
+  """Imports TensorFlow with file descriptor 2 muted unless verbose.
+
+  TensorFlow's native start-up notices (oneDNN, CPU features) are printed before
+  absl logging is initialised, so TF_CPP_MIN_LOG_LEVEL cannot hide them. A failed
+  import still raises normally after stderr is restored.
+  """
+  if _VERBOSE:
+    return importlib.import_module('tensorflow.compat.v1')
+  sys.stderr.flush()
+  saved = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    return importlib.import_module('tensorflow.compat.v1')
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+
+
+tf = _import_tensorflow_quietly()
+_quiet_python_warnings(tf)
+tf.disable_v2_behavior()
+_alias_tf_keras_legacy_layers()
+
+import tf_slim as slim  # pylint: disable=wrong-import-position
+
+__all__ = ['tf', 'slim']
