@@ -1,0 +1,1 @@
+"""Device questions: clones, replicas, parameter servers, gradients, sessions."""

@@ -1,0 +1,465 @@
+"""Deploy one model on several clones (devices of one machine) and replicas (machines).
+
+The public names are TF-Slim's (`DeploymentConfig`, `create_clones`, `optimize_clones`,
+`deploy`, `Clone`, `DeployedModel`) so existing training scripts read the same. This
+module answers device questions only: it knows nothing about data or models.
+
+Topology
+    num_clones      model copies in one process, one per GPU (or per logical CPU device
+                    with `clone_on_cpu`); they share one set of variables.
+    num_replicas    worker processes (usually one per machine); each runs num_clones clones.
+    num_ps_tasks    parameter-server tasks holding the variables, round-robin by variable.
+
+Semantics (what a training step computes)
+    * Each clone's loss (the sum of its LOSSES collection) is scaled by 1/num_clones and
+      the clones' gradients are SUMMED, so the applied gradient is the MEAN data gradient
+      over the global batch: 2 clones of batch b give the same update as 1 clone of 2b.
+    * Regularization losses are added ONCE, unscaled, to the first clone's loss; variables
+      are shared, so each regularizer exists once.
+    * The reported total loss is the sum of the scaled clone losses plus regularization,
+      i.e. the mean data loss over ALL clones (not clone_0's alone) plus regularization.
+    * UPDATE_OPS (batch-norm moving statistics) are taken from the FIRST clone only: the
+      moving mean/variance follow clone_0's per-clone batch, as in TF-Slim. Batch-norm
+      gamma/beta still get the mean gradient of all clones. Per-clone batch statistics
+      mean N clones of batch b are not bit-equal to 1 clone of batch N*b for a batch-norm
+      model; for a model without batch norm they are (see tests).
+    * Summaries are taken from the first clone only, plus the total loss, and every summary
+      op is placed on a CPU, never on a GPU (summary kernels are CPU-only).
+
+Placement
+    * Clone i: `/job:worker/task:R/device:GPU:i` with ps tasks, `/device:GPU:i` without; with
+      `clone_on_cpu` clone i runs on logical CPU device i (`/device:CPU:i`), so create the
+      session with as many CPU devices as clones (`session_config.make_session_config`).
+    * Variables: on the worker's CPU without ps tasks; with ps tasks, round-robin over
+      `/job:ps/task:t/device:CPU:0`. Both TF 2 resource variables (`VarHandleOp`) and TF 1
+      ref variables (`VariableV2`) are placed, whichever way they are created
+      (slim.variable, tf.get_variable, tf.Variable).
+    * Inputs and the optimizer: the worker's CPU.
+"""
+
+import collections
+
+from tf_compat import tf, slim
+
+__all__ = ['Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones',
+           'optimize_clones', 'deploy', 'VARIABLE_OP_TYPES', 'SUMMARY_OP_TYPES']
+
+Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
+Clone.__doc__ = """One model copy: `outputs` of model_fn, its name `scope`, its `device`."""
+
+DeployedModel = collections.namedtuple(
+    'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
+DeployedModel.__doc__ = """What `deploy` built: train_op (None without optimizer),
+summary_op (None without summaries), total_loss, and the list of Clones."""
+
+# Op types that own variable storage; resource variables are VarHandleOp in TF 2.
+VARIABLE_OP_TYPES = frozenset([
+    'Variable', 'VariableV2', 'VarHandleOp', 'AutoReloadVariable',
+    'MutableHashTable', 'MutableHashTableV2', 'MutableHashTableOfTensors',
+    'MutableHashTableOfTensorsV2', 'MutableDenseHashTable', 'MutableDenseHashTableV2'])
+
+SUMMARY_OP_TYPES = frozenset([
+    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummary', 'AudioSummaryV2',
+    'TensorSummary', 'TensorSummaryV2', 'MergeSummary', 'WriteSummary',
+    'WriteScalarSummary', 'WriteHistogramSummary', 'WriteImageSummary'])
+
+
+def _op_type(op):
+  return op.type if isinstance(op, tf.Operation) else op.op
+
+
+class DeploymentConfig:
+  """Where clones, variables, inputs and the optimizer go. Validated on construction.
+
+  Args:
+    num_clones: model copies per worker (>= 1).
+    clone_on_cpu: put clone i on logical CPU device i instead of GPU i.
+    replica_id: this worker's index, 0 <= replica_id < num_replicas.
+    num_replicas: number of worker processes (>= 1).
+    num_ps_tasks: number of parameter-server tasks (>= 0); required when num_replicas > 1.
+    worker_job_name: the workers' job name in the cluster.
+    ps_job_name: the parameter servers' job name in the cluster.
+
+  Raises:
+    ValueError naming the argument, the value and what would be accepted.
+  """
+
+  def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0, num_replicas=1,
+               num_ps_tasks=0, worker_job_name='worker', ps_job_name='ps'):
+    _check_int('num_clones', num_clones, minimum=1)
+    _check_int('num_replicas', num_replicas, minimum=1)
+    _check_int('num_ps_tasks', num_ps_tasks, minimum=0)
+    _check_int('replica_id', replica_id, minimum=0)
+    if replica_id >= num_replicas:
+      raise ValueError('replica_id=%d must be less than num_replicas=%d'
+                       % (replica_id, num_replicas))
+    if num_replicas > 1 and num_ps_tasks < 1:
+      raise ValueError('num_ps_tasks=%d: with num_replicas=%d the variables need '
+                       'parameter servers, num_ps_tasks must be >= 1'
+                       % (num_ps_tasks, num_replicas))
+    if num_replicas > 1 or num_ps_tasks > 0:
+      if not worker_job_name:
+        raise ValueError("worker_job_name is empty: a job name such as 'worker' is "
+                         'required when num_replicas > 1 or num_ps_tasks > 0')
+      if not ps_job_name:
+        raise ValueError("ps_job_name is empty: a job name such as 'ps' is required "
+                         'when num_replicas > 1 or num_ps_tasks > 0')
+    self._num_clones = num_clones
+    self._clone_on_cpu = bool(clone_on_cpu)
+    self._replica_id = replica_id
+    self._num_replicas = num_replicas
+    self._num_ps_tasks = num_ps_tasks
+    self._ps_device = '/job:' + ps_job_name if num_ps_tasks > 0 else ''
+    self._worker_device = '/job:' + worker_job_name if num_ps_tasks > 0 else ''
+
+  num_clones = property(lambda self: self._num_clones)
+  clone_on_cpu = property(lambda self: self._clone_on_cpu)
+  replica_id = property(lambda self: self._replica_id)
+  num_replicas = property(lambda self: self._num_replicas)
+  num_ps_tasks = property(lambda self: self._num_ps_tasks)
+  ps_device = property(lambda self: self._ps_device)
+  worker_device = property(lambda self: self._worker_device)
+
+  def __repr__(self):
+    return ('DeploymentConfig(num_clones=%d, clone_on_cpu=%s, replica_id=%d, '
+            'num_replicas=%d, num_ps_tasks=%d)' % (
+                self._num_clones, self._clone_on_cpu, self._replica_id,
+                self._num_replicas, self._num_ps_tasks))
+
+  def _worker_prefix(self):
+    """`/job:worker/task:R` with ps tasks (the task keeps replicas apart), else ''."""
+    if self._num_ps_tasks > 0:
+      return '%s/task:%d' % (self._worker_device, self._replica_id)
+    return ''
+
+  def caching_device(self):
+    """Caches variable reads on the reading worker when variables live on ps tasks."""
+    if self._num_ps_tasks > 0:
+      return lambda op: op.device
+    return None
+
+  def clone_device(self, clone_index):
+    """Device string for clone `clone_index` (0 <= clone_index < num_clones)."""
+    if not 0 <= clone_index < self._num_clones:
+      raise ValueError('clone_index=%r must be in [0, num_clones=%d)'
+                       % (clone_index, self._num_clones))
+    kind = 'CPU' if self._clone_on_cpu else 'GPU'
+    return '%s/device:%s:%d' % (self._worker_prefix(), kind, clone_index)
+
+  def clone_scope(self, clone_index):
+    """Name scope of clone `clone_index`: 'clone_i', or '' with a single clone."""
+    if not 0 <= clone_index < self._num_clones:
+      raise ValueError('clone_index=%r must be in [0, num_clones=%d)'
+                       % (clone_index, self._num_clones))
+    return 'clone_%d' % clone_index if self._num_clones > 1 else ''
+
+  def optimizer_device(self):
+    """The worker's CPU: gradient sums and the update are cheap and avoid GPU copies."""
+    return self._worker_prefix() + '/device:CPU:0'
+
+  def inputs_device(self):
+    """The worker's CPU: input pipelines must never compete with the model for a GPU."""
+    return self._worker_prefix() + '/device:CPU:0'
+
+  def variables_device(self):
+    """A device string, or with ps tasks a function placing variables round-robin."""
+    if self._num_ps_tasks == 0:
+      return self._worker_prefix() + '/device:CPU:0'
+    return _RoundRobinVariableChooser(self._ps_device, self._num_ps_tasks)
+
+  def summary_device(self):
+    """Summaries are CPU-only kernels: always the worker's CPU."""
+    return self._worker_prefix() + '/device:CPU:0'
+
+
+def _check_int(name, value, minimum):
+  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    raise ValueError('%s=%r must be an integer >= %d' % (name, value, minimum))
+
+
+class _RoundRobinVariableChooser:
+  """Places each variable op on the next ps task; other ops keep their device.
+
+  Every worker builds the same graph in the same order, so every worker computes the
+  same placement.
+  """
+
+  def __init__(self, ps_device, num_tasks):
+    self._ps_device = ps_device
+    self._num_tasks = num_tasks
+    self._next_task = 0
+
+  def __call__(self, op):
+    if _op_type(op) not in VARIABLE_OP_TYPES:
+      return op.device
+    task = self._next_task
+    self._next_task = (self._next_task + 1) % self._num_tasks
+    return '%s/task:%d/device:CPU:0' % (self._ps_device, task)
+
+
+def _clone_device_fn(config, clone_index):
+  """Device function for ops built inside clone `clone_index`.
+
+  Variable ops go to `variables_device()` however they are created (slim, tf.layers or
+  tf.get_variable, ref or resource); summary ops go to the CPU; everything else to the
+  clone's device.
+  """
+  clone_device = config.clone_device(clone_index)
+  variables_device = config.variables_device()
+  summary_device = config.summary_device()
+
+  def device_fn(op):
+    op_type = _op_type(op)
+    if op_type in VARIABLE_OP_TYPES:
+      return variables_device(op) if callable(variables_device) else variables_device
+    if op_type in SUMMARY_OP_TYPES:
+      return summary_device
+    return clone_device
+  return device_fn
+
+
+def create_clones(config, model_fn, args=None, kwargs=None):
+  """Builds `config.num_clones` copies of the model, sharing variables.
+
+  For clone i: name scope `clone_scope(i)`, device `clone_device(i)`, the current variable
+  scope re-entered with reuse for i > 0. `model_fn(*args, **kwargs)` must add its losses to
+  the LOSSES collection (tf.losses.* and slim.losses.* do); its return value is kept as
+  the clone's `outputs`. It is called once per clone, in order 0..num_clones-1.
+
+  Returns:
+    A list of `Clone(outputs, scope, device)`, one per clone.
+  """
+  clones = []
+  args = args or []
+  kwargs = kwargs or {}
+  for i in range(config.num_clones):
+    with tf.name_scope(config.clone_scope(i)) as clone_scope:
+      with tf.device(_clone_device_fn(config, i)):
+        with tf.variable_scope(tf.get_variable_scope(), reuse=True if i > 0 else None):
+          outputs = model_fn(*args, **kwargs)
+      clones.append(Clone(outputs, clone_scope, config.clone_device(i)))
+  return clones
+
+
+def _cpu_of(device):
+  """The CPU of the same job and task as `device` ('/job:w/task:1/device:GPU:0' -> ...CPU:0)."""
+  return device.rsplit('/device:', 1)[0] + '/device:CPU:0'
+
+
+def _gather_clone_loss(clone, num_clones, regularization_losses):
+  """The clone's data loss / num_clones, plus `regularization_losses` when given.
+
+  Returns None when the clone has no losses at all.
+  """
+  sum_loss = None
+  clone_loss = None
+  regularization_loss = None
+  with tf.device(clone.device):
+    all_losses = []
+    clone_losses = tf.get_collection(tf.GraphKeys.LOSSES, clone.scope)
+    if clone_losses:
+      clone_loss = tf.add_n(clone_losses, name='clone_loss')
+      if num_clones > 1:
+        clone_loss = tf.math.divide(clone_loss, float(num_clones),
+                                    name='scaled_clone_loss')
+      all_losses.append(clone_loss)
+    if regularization_losses:
+      regularization_loss = tf.add_n(regularization_losses, name='regularization_loss')
+      all_losses.append(regularization_loss)
+    if all_losses:
+      sum_loss = tf.add_n(all_losses)
+  with tf.device(_cpu_of(clone.device)):
+    if clone_loss is not None:
+      # Created inside the clone's name scope: the tag reads clone_i/Losses/clone_loss.
+      tf.summary.scalar('Losses/clone_loss', clone_loss)
+    if regularization_loss is not None:
+      tf.summary.scalar('Losses/regularization_loss', regularization_loss)
+  return sum_loss
+
+
+def _optimize_clone(optimizer, clone, num_clones, regularization_losses, **kwargs):
+  """Returns (clone's loss, its gradients) computed on the clone's device."""
+  sum_loss = _gather_clone_loss(clone, num_clones, regularization_losses)
+  clone_grad = None
+  if sum_loss is not None:
+    with tf.device(clone.device):
+      clone_grad = optimizer.compute_gradients(sum_loss, **kwargs)
+  return sum_loss, clone_grad
+
+
+def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
+  """Computes every clone's gradients and sums them (the mean, given the 1/N losses).
+
+  Args:
+    clones: list of `Clone` from `create_clones`.
+    optimizer: a `tf.train.Optimizer`; only `compute_gradients` is called.
+    regularization_losses: added once to the first clone; None means the
+      REGULARIZATION_LOSSES collection.
+    **kwargs: passed to `optimizer.compute_gradients` (e.g. `var_list`).
+
+  Returns:
+    (total_loss, grads_and_vars): the scalar total loss over all clones, and a list of
+    (summed gradient, variable) for variables with a gradient.
+  """
+  grads_and_vars = []
+  clones_losses = []
+  num_clones = len(clones)
+  if regularization_losses is None:
+    regularization_losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+  for clone in clones:
+    with tf.name_scope(clone.scope):
+      clone_loss, clone_grad = _optimize_clone(
+          optimizer, clone, num_clones, regularization_losses, **kwargs)
+      if clone_loss is not None:
+        clones_losses.append(clone_loss)
+        grads_and_vars.append(clone_grad)
+      if clone_loss is not None:
+        # Only the first clone with a loss carries the regularization.
+        regularization_losses = None
+  total_loss = tf.add_n(clones_losses, name='total_loss') if clones_losses else None
+  return total_loss, _sum_clones_gradients(grads_and_vars)
+
+
+def _sum_clones_gradients(clone_grads):
+  """Sums each variable's gradient across clones.
+
+  Args:
+    clone_grads: one list of (gradient, variable) per clone, variables in the same order.
+
+  Returns:
+    A list of (gradient, variable), skipping variables no clone has a gradient for.
+    Sparse gradients (IndexedSlices) stay sparse: their slices are concatenated.
+  """
+  sum_grads = []
+  for grad_and_vars in zip(*clone_grads):
+    var = grad_and_vars[0][1]
+    grads = [g for g, _ in grad_and_vars if g is not None]
+    if not grads:
+      continue
+    if len(grads) == 1:
+      sum_grads.append((grads[0], var))
+    elif all(isinstance(g, tf.IndexedSlices) for g in grads):
+      sum_grads.append((tf.IndexedSlices(
+          tf.concat([g.values for g in grads], 0),
+          tf.concat([g.indices for g in grads], 0),
+          grads[0].dense_shape), var))
+    else:
+      sum_grads.append((tf.add_n([tf.convert_to_tensor(g) for g in grads],
+                                 name=var.op.name + '/sum_grads'), var))
+  return sum_grads
+
+
+def _add_gradients_summaries(grads_and_vars):
+  summaries = []
+  for grad, var in grads_and_vars:
+    if grad is None:
+      continue
+    values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+    summaries.append(tf.summary.histogram(var.op.name + '/gradient', values))
+    summaries.append(tf.summary.scalar(var.op.name + '/gradient_norm', tf.norm(values)))
+  return summaries
+
+
+def _clip_gradients(grads_and_vars, clip_norm):
+  """Returns (clipped grads_and_vars, summary of the global norm before clipping)."""
+  grads, variables = zip(*grads_and_vars)
+  clipped, global_norm = tf.clip_by_global_norm(list(grads), clip_norm)
+  summary = tf.summary.scalar('gradient_global_norm', global_norm)
+  return list(zip(clipped, variables)), summary
+
+
+def _build_train_op(config, clones, optimizer, global_step, update_ops, options):
+  """Gradients, clipping, update, moving averages.
+
+  Returns:
+    (train_op, total_loss, summaries made here).
+  """
+  total_loss, grads_and_vars = optimize_clones(
+      clones, optimizer, **({'var_list': options.var_list} if options.var_list else {}))
+  if not grads_and_vars:
+    raise ValueError('no variable receives a gradient from the clones\' losses: check '
+                     'that model_fn adds its loss to the LOSSES collection and that '
+                     'variables_to_train is not empty')
+  summaries = []
+  with tf.device(config.summary_device()):
+    if options.summarize_gradients:
+      summaries += _add_gradients_summaries(grads_and_vars)
+  if options.clip_gradient_norm:
+    grads_and_vars, norm_summary = _clip_gradients(grads_and_vars,
+                                                   options.clip_gradient_norm)
+    summaries.append(norm_summary)
+  grad_updates = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+  updates = [grad_updates] + list(update_ops)
+  if options.moving_average is not None:
+    # Averages follow the weights *after* this step's update.
+    with tf.control_dependencies([grad_updates]):
+      updates.append(options.moving_average.apply(options.moving_average_variables))
+  with tf.control_dependencies([tf.group(*updates)]):
+    train_op = tf.identity(total_loss, name='train_op')
+  return train_op, total_loss, summaries
+
+
+DeployOptions = collections.namedtuple('DeployOptions', [
+    'summarize_gradients', 'clip_gradient_norm', 'var_list', 'moving_average',
+    'moving_average_variables'])
+
+
+def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
+           summarize_gradients=False, clip_gradient_norm=0.0, variables_to_train=None,
+           moving_average=None, moving_average_variables=None):
+  """Builds the clones and, with an optimizer, one train op for all of them.
+
+  Args:
+    config: a `DeploymentConfig`.
+    model_fn: builds one clone; adds its losses to LOSSES (see `create_clones`).
+    args, kwargs: passed to model_fn.
+    optimizer: a `tf.train.Optimizer` (a `SyncReplicasOptimizer` wraps one); None builds
+      only the losses (evaluation).
+    summarize_gradients: add a histogram and norm summary per gradient.
+    clip_gradient_norm: if > 0, clip the summed gradients to this global norm.
+    variables_to_train: variables to compute gradients for (None: all trainable).
+    moving_average: an optional `tf.train.ExponentialMovingAverage`, applied after each
+      update to `moving_average_variables` (default: slim.get_model_variables()).
+
+  Returns:
+    A `DeployedModel`. The global step is created (or reused) on the variables device.
+  """
+  summaries = set(tf.get_collection(tf.GraphKeys.SUMMARIES))
+  with tf.device(config.variables_device()):
+    global_step = tf.train.get_or_create_global_step()
+  clones = create_clones(config, model_fn, args, kwargs)
+  first_clone = clones[0]
+  update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
+  train_op = None
+  total_loss = None
+  with tf.device(config.optimizer_device()):
+    if optimizer is not None:
+      if moving_average is not None and moving_average_variables is None:
+        moving_average_variables = slim.get_model_variables()
+      options = DeployOptions(summarize_gradients, clip_gradient_norm, variables_to_train,
+                              moving_average, moving_average_variables)
+      train_op, total_loss, own_summaries = _build_train_op(
+          config, clones, optimizer, global_step, update_ops, options)
+      summaries |= set(own_summaries)
+    else:
+      total_loss = _gather_losses_only(clones)
+  with tf.device(config.summary_device()):
+    summaries |= set(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
+    if total_loss is not None:
+      summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
+    summary_op = (tf.summary.merge(sorted(summaries, key=lambda s: s.name),
+                                   name='summary_op') if summaries else None)
+  return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _gather_losses_only(clones):
+  """Evaluation: the total loss over all clones, regularization added once."""
+  clones_losses = []
+  regularization_losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+  for clone in clones:
+    with tf.name_scope(clone.scope):
+      clone_loss = _gather_clone_loss(clone, len(clones), regularization_losses)
+      if clone_loss is not None:
+        clones_losses.append(clone_loss)
+        regularization_losses = None
+  return tf.add_n(clones_losses, name='total_loss') if clones_losses else None
