@@ -18,6 +18,9 @@ Importing this module, once, does three things:
    register the shipped modules under the expected names in `sys.modules`. The fix in
    tf-slim's repository was never released (google-research/tf-slim#24). tf-keras must
    be installed at TensorFlow's minor version (both pinned in requirements.txt).
+   tf-slim also refers to `tensorflow.python.framework.ops.Tensor`, which TF 2.21 removed
+   (fused batch norm on 2-D inputs, `multiply_gradients`, `optimize_loss`,
+   `constant_value`); we point that name back at `tf.Tensor`.
 """
 
 import importlib
@@ -52,6 +55,13 @@ def _alias_tf_keras_legacy_layers():
     module = importlib.import_module('tf_keras.src.legacy_tf_layers.' + name)
     sys.modules['tf_keras.legacy_tf_layers.' + name] = module
   sys.modules['tf_keras'].legacy_tf_layers = package
+
+
+def _restore_ops_tensor_alias(tf_module):
+  """tf-slim 1.1.0 checks `isinstance(x, ops.Tensor)`; TF 2.21 dropped that alias."""
+  from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
+  if not hasattr(ops, 'Tensor'):
+    ops.Tensor = tf_module.Tensor
 
 
 def _quiet_python_warnings(tf_module):
@@ -91,6 +101,7 @@ tf = _import_tensorflow_quietly()
 _quiet_python_warnings(tf)
 tf.disable_v2_behavior()
 _alias_tf_keras_legacy_layers()
+_restore_ops_tensor_alias(tf)
 
 import tf_slim as slim  # pylint: disable=wrong-import-position
 
