@@ -38,6 +38,8 @@ Placement
 """
 
 import collections
+import numbers
+import weakref
 
 from tf_compat import tf, slim
 
@@ -104,12 +106,15 @@ class DeploymentConfig:
       if not ps_job_name:
         raise ValueError("ps_job_name is empty: a job name such as 'ps' is required "
                          'when num_replicas > 1 or num_ps_tasks > 0')
-    self._num_clones = num_clones
+    self._num_clones = int(num_clones)
     self._clone_on_cpu = bool(clone_on_cpu)
-    self._replica_id = replica_id
-    self._num_replicas = num_replicas
-    self._num_ps_tasks = num_ps_tasks
+    self._replica_id = int(replica_id)
+    self._num_replicas = int(num_replicas)
+    self._num_ps_tasks = int(num_ps_tasks)
     self._ps_device = '/job:' + ps_job_name if num_ps_tasks > 0 else ''
+    # One round-robin chooser per graph, so every variable of a graph (global step,
+    # shared and per-clone variables alike) takes the next ps task in creation order.
+    self._choosers = weakref.WeakKeyDictionary()
     self._worker_device = '/job:' + worker_job_name if num_ps_tasks > 0 else ''
 
   num_clones = property(lambda self: self._num_clones)
@@ -138,19 +143,21 @@ class DeploymentConfig:
       return lambda op: op.device
     return None
 
+  def _check_clone_index(self, clone_index):
+    if (isinstance(clone_index, bool) or not isinstance(clone_index, numbers.Integral)
+        or not 0 <= clone_index < self._num_clones):
+      raise ValueError('clone_index=%r must be an integer in [0, num_clones=%d)'
+                       % (clone_index, self._num_clones))
+
   def clone_device(self, clone_index):
     """Device string for clone `clone_index` (0 <= clone_index < num_clones)."""
-    if not 0 <= clone_index < self._num_clones:
-      raise ValueError('clone_index=%r must be in [0, num_clones=%d)'
-                       % (clone_index, self._num_clones))
+    self._check_clone_index(clone_index)
     kind = 'CPU' if self._clone_on_cpu else 'GPU'
     return '%s/device:%s:%d' % (self._worker_prefix(), kind, clone_index)
 
   def clone_scope(self, clone_index):
     """Name scope of clone `clone_index`: 'clone_i', or '' with a single clone."""
-    if not 0 <= clone_index < self._num_clones:
-      raise ValueError('clone_index=%r must be in [0, num_clones=%d)'
-                       % (clone_index, self._num_clones))
+    self._check_clone_index(clone_index)
     return 'clone_%d' % clone_index if self._num_clones > 1 else ''
 
   def optimizer_device(self):
@@ -162,10 +169,18 @@ class DeploymentConfig:
     return self._worker_prefix() + '/device:CPU:0'
 
   def variables_device(self):
-    """A device string, or with ps tasks a function placing variables round-robin."""
+    """A device string, or with ps tasks a function placing variables round-robin.
+
+    The function is the same for every call within one graph (the default graph at the
+    time of the call), so placement continues round-robin across calls.
+    """
     if self._num_ps_tasks == 0:
       return self._worker_prefix() + '/device:CPU:0'
-    return _RoundRobinVariableChooser(self._ps_device, self._num_ps_tasks)
+    graph = tf.get_default_graph()
+    if graph not in self._choosers:
+      self._choosers[graph] = _RoundRobinVariableChooser(self._ps_device,
+                                                         self._num_ps_tasks)
+    return self._choosers[graph]
 
   def summary_device(self):
     """Summaries are CPU-only kernels: always the worker's CPU."""
@@ -173,7 +188,8 @@ class DeploymentConfig:
 
 
 def _check_int(name, value, minimum):
-  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+  if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+      or value < minimum):
     raise ValueError('%s=%r must be an integer >= %d' % (name, value, minimum))
 
 
@@ -201,8 +217,9 @@ def _clone_device_fn(config, clone_index):
   """Device function for ops built inside clone `clone_index`.
 
   Variable ops go to `variables_device()` however they are created (slim, tf.layers or
-  tf.get_variable, ref or resource); summary ops go to the CPU; everything else to the
-  clone's device.
+  tf.get_variable, ref or resource); summary ops go to the CPU; an op that model_fn
+  placed itself (a `tf.device` inside model_fn, applied before this function) keeps its
+  device; everything else goes to the clone's device.
   """
   clone_device = config.clone_device(clone_index)
   variables_device = config.variables_device()
@@ -214,7 +231,7 @@ def _clone_device_fn(config, clone_index):
       return variables_device(op) if callable(variables_device) else variables_device
     if op_type in SUMMARY_OP_TYPES:
       return summary_device
-    return clone_device
+    return op.device or clone_device
   return device_fn
 
 
@@ -374,8 +391,11 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
   Returns:
     (train_op, total_loss, summaries made here).
   """
+  var_list = options.var_list() if callable(options.var_list) else options.var_list
+  if var_list is not None and not list(var_list):
+    raise ValueError('variables_to_train is empty: no variable would be trained')
   total_loss, grads_and_vars = optimize_clones(
-      clones, optimizer, **({'var_list': options.var_list} if options.var_list else {}))
+      clones, optimizer, **({'var_list': list(var_list)} if var_list is not None else {}))
   if not grads_and_vars:
     raise ValueError('no variable receives a gradient from the clones\' losses: check '
                      'that model_fn adds its loss to the LOSSES collection and that '
@@ -417,7 +437,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       only the losses (evaluation).
     summarize_gradients: add a histogram and norm summary per gradient.
     clip_gradient_norm: if > 0, clip the summed gradients to this global norm.
-    variables_to_train: variables to compute gradients for (None: all trainable).
+    variables_to_train: variables to compute gradients for (None: all trainable), or a
+      callable returning them, called after the clones (and so the variables) exist.
     moving_average: an optional `tf.train.ExponentialMovingAverage`, applied after each
       update to `moving_average_variables` (default: slim.get_model_variables()).
 

@@ -1,0 +1,196 @@
+"""The on-disk layout of a converted dataset, written by converters, read by `get_split`.
+
+A converted dataset directory holds, per split, TFRecord shards `<split>-0000i-of-000NN`,
+plus `labels.txt` (slim's format, one `index:name` per line) and `dataset_info.json`
+(`{"dataset_name", "num_classes", "num_channels", "splits": {split: size}}`). The info file
+is removed when a conversion starts and written last, so its presence means the conversion
+finished.
+"""
+
+import dataclasses
+import json
+import os
+import uuid
+from typing import Dict, Tuple
+
+from datasets import shard_writer
+from datasets.dataset_split import DatasetError, DatasetSplit
+from tf_compat import tf
+
+LABELS_FILENAME = 'labels.txt'
+INFO_FILENAME = 'dataset_info.json'
+_INFO_KEYS = ('dataset_name', 'num_classes', 'num_channels', 'splits')
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversionResult:
+  """What a converter wrote, and what it left out.
+
+  Attributes:
+    dataset_name: registered name.
+    output_dir: the converted data directory.
+    split_sizes: {split_name: records written}.
+    num_classes: number of classes.
+    skipped: ((path, reason), ...) input files that were not readable images.
+    empty_classes: names of classes left without any readable image.
+  """
+  dataset_name: str
+  output_dir: str
+  split_sizes: Dict[str, int] = dataclasses.field(hash=False)
+  num_classes: int
+  skipped: Tuple[Tuple[str, str], ...] = ()
+  empty_classes: Tuple[str, ...] = ()
+
+
+def convert_command(dataset_name, output_dir, extra_flags=()):
+  """The command line that creates `output_dir` for `dataset_name` (for error messages)."""
+  return ' '.join(['python -m datasets.convert_images', '--dataset_name=%s' % dataset_name]
+                  + list(extra_flags) + ['--output_dir=%s' % output_dir])
+
+
+def write_text_atomically(path, text):
+  """Writes `text` to a temporary name beside `path`, then renames it over `path`."""
+  temporary = os.path.join(os.path.dirname(path) or '.', '.%s.tmp-%s'
+                           % (os.path.basename(path), uuid.uuid4().hex[:12]))
+  try:
+    with tf.io.gfile.GFile(temporary, 'w') as handle:
+      handle.write(text)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+    raise
+
+
+def write_labels_file(labels_to_names, dataset_dir):
+  """Writes slim's labels.txt: `index:name` per line, in index order."""
+  lines = ['%d:%s\n' % (label, labels_to_names[label]) for label in sorted(labels_to_names)]
+  write_text_atomically(os.path.join(dataset_dir, LABELS_FILENAME), ''.join(lines))
+
+
+def read_labels_file(dataset_dir):
+  """Reads labels.txt into {int label: name}; a name may itself contain ':'."""
+  path = os.path.join(dataset_dir, LABELS_FILENAME)
+  if not tf.io.gfile.exists(path):
+    raise DatasetError('%s is missing; re-run the conversion' % path)
+  labels_to_names = {}
+  with tf.io.gfile.GFile(path, 'r') as handle:
+    for line_number, line in enumerate(handle.read().splitlines(), start=1):
+      index, colon, name = line.partition(':')
+      if not colon or not index.strip().isdigit():
+        raise DatasetError('%s line %d is %r, expected "index:name"; re-run the conversion'
+                           % (path, line_number, line))
+      labels_to_names[int(index)] = name
+  return labels_to_names
+
+
+def read_dataset_info(dataset_dir):
+  """Returns the parsed dataset_info.json, or None if there is none."""
+  path = os.path.join(dataset_dir, INFO_FILENAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, 'r') as handle:
+    try:
+      info = json.loads(handle.read())
+    except ValueError as error:
+      raise DatasetError('%s is not valid JSON (%s); re-run the conversion'
+                         % (path, error)) from None
+  missing = [key for key in _INFO_KEYS if not isinstance(info, dict) or key not in info]
+  if missing or not isinstance(info['splits'], dict):
+    raise DatasetError('%s lacks %s; re-run the conversion'
+                       % (path, ', '.join(missing) or 'a "splits" object'))
+  return info
+
+
+def write_converted_dataset(output_dir, dataset_name, class_names, num_channels, splits,
+                            num_shards):
+  """Writes all shards, then labels.txt, then dataset_info.json (last: it marks completion).
+
+  Args:
+    output_dir: created if missing; an earlier conversion there is replaced.
+    dataset_name: registered name recorded in dataset_info.json.
+    class_names: list of names, index = label.
+    num_channels: channels of every decoded image.
+    splits: {split_name: (iterable of serialized records, number of records)}.
+    num_shards: upper bound of shards per split; a split never gets more shards than
+      records (and at least one), so no reader is handed an empty shard.
+
+  Returns:
+    {split_name: list of shard paths}.
+  """
+  tf.io.gfile.makedirs(output_dir)
+  info_path = os.path.join(output_dir, INFO_FILENAME)
+  if tf.io.gfile.exists(info_path):
+    tf.io.gfile.remove(info_path)  # The old data is about to be replaced, shard by shard.
+  written = {}
+  for split_name, (records, num_records) in splits.items():
+    written[split_name] = shard_writer.write_shards(
+        records, output_dir, split_name, max(1, min(num_shards, num_records)), num_records)
+  write_labels_file(dict(enumerate(class_names)), output_dir)
+  info = {'dataset_name': dataset_name, 'num_classes': len(class_names),
+          'num_channels': num_channels,
+          'splits': {name: count for name, (_, count) in splits.items()}}
+  write_text_atomically(info_path, json.dumps(info, indent=2) + '\n')
+  return written
+
+
+def _split_shards(dataset_dir, split_name, command):
+  try:
+    shards = shard_writer.find_shards(dataset_dir, split_name)
+  except ValueError as error:
+    raise DatasetError('%s: %s' % (error, command)) from None
+  if not shards:
+    raise DatasetError('%s has no %s shards (%s-00000-of-000NN) although %s is present; '
+                       're-run: %s' % (dataset_dir, split_name, split_name, INFO_FILENAME,
+                                       command))
+  return shards
+
+
+def _checked_info(dataset_name, dataset_dir, command):
+  if not tf.io.gfile.isdir(dataset_dir):
+    raise DatasetError('dataset_dir %s does not exist; create it with: %s'
+                       % (dataset_dir, command))
+  info = read_dataset_info(dataset_dir)
+  if info is None:
+    raise DatasetError('%s holds no converted %s data (no %s, so no conversion finished '
+                       'there); create it with: %s'
+                       % (dataset_dir, dataset_name, INFO_FILENAME, command))
+  if info['dataset_name'] != dataset_name:
+    raise DatasetError('%s holds converted %r data, not %r; use --dataset_name=%s or '
+                       'create %s data with: %s' % (dataset_dir, info['dataset_name'],
+                                                   dataset_name, info['dataset_name'],
+                                                   dataset_name, command))
+  return info
+
+
+def load_split(dataset_name, split_name, dataset_dir, command):
+  """Checks a converted dataset directory and describes one of its splits.
+
+  Args:
+    dataset_name: registered name; must match dataset_info.json.
+    split_name: must be listed in dataset_info.json and have a complete set of shards.
+    dataset_dir: the converted data directory.
+    command: the conversion command that creates `dataset_dir`, quoted in errors.
+
+  Returns:
+    A DatasetSplit.
+
+  Raises:
+    DatasetError: anything missing or inconsistent, in one line naming the fix.
+  """
+  info = _checked_info(dataset_name, dataset_dir, command)
+  if split_name not in info['splits']:
+    raise DatasetError('%s lists no %r split (it has: %s); re-run: %s'
+                       % (os.path.join(dataset_dir, INFO_FILENAME), split_name,
+                          ', '.join(sorted(info['splits'])), command))
+  shards = _split_shards(dataset_dir, split_name, command)
+  labels_to_names = read_labels_file(dataset_dir)
+  if sorted(labels_to_names) != list(range(info['num_classes'])):
+    raise DatasetError('%s does not name labels 0..%d of %s; re-run: %s'
+                       % (os.path.join(dataset_dir, LABELS_FILENAME), info['num_classes'] - 1,
+                          INFO_FILENAME, command))
+  return DatasetSplit(
+      name=dataset_name, split_name=split_name, dataset_dir=dataset_dir,
+      file_pattern=shard_writer.shard_file_pattern(dataset_dir, split_name, len(shards)),
+      num_samples=int(info['splits'][split_name]), num_classes=int(info['num_classes']),
+      labels_to_names=labels_to_names, num_channels=int(info['num_channels']))

@@ -1,0 +1,33 @@
+"""Any class-folder tree of images (`<image_dir>/<class>/<image>`), converted to RGB records.
+
+Split sizes, class and channel counts come from the converted data's dataset_info.json,
+class names (the sub-directory names, sorted) from labels.txt. Create it with:
+
+    python -m datasets.convert_images --dataset_name=image_folder --image_dir=TREE \\
+        --output_dir=DIR [--test_fraction=0.2 --seed=0]
+"""
+
+from datasets import converted_data
+from datasets.dataset_split import DatasetError
+
+NAME = 'image_folder'
+SPLIT_NAMES = ('train', 'test')
+NUM_CHANNELS = 3  # The converter turns every image into RGB.
+ITEMS_TO_DESCRIPTIONS = {
+    'image': 'An RGB image of any size, uint8 [H, W, 3].',
+    'label': 'Index of its class folder among the sorted folder names.',
+}
+
+
+def get_split(split_name, dataset_dir):
+  """Describes one split of a converted class-folder tree in `dataset_dir`.
+
+  Raises:
+    DatasetError (a ValueError): unknown split, or missing or incomplete converted data.
+  """
+  if split_name not in SPLIT_NAMES:
+    raise DatasetError('split_name %r is not an image_folder split; valid splits: %s'
+                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
+  command = converted_data.convert_command(NAME, dataset_dir,
+                                           ['--image_dir=<class-folder tree>'])
+  return converted_data.load_split(NAME, split_name, dataset_dir, command)

@@ -1,0 +1,155 @@
+"""Sharded TFRecord files named `<split>-00000-of-000NN`, each written atomically.
+
+Used for image records now and for video records later: the writer only sees serialized
+records (bytes). A shard is written to a hidden temporary name in the output directory and
+renamed to its final name only once complete, so an interrupted run never leaves a
+half-written shard under a final name (a killed process may leave a hidden `.<name>.tmp-*`
+file, which no reader's glob matches).
+"""
+
+import itertools
+import os
+import re
+import uuid
+
+from tf_compat import tf
+
+# '-' separates the parts of a shard name, so split names must not contain it.
+_SPLIT_NAME_RE = re.compile(r'^[A-Za-z0-9_.]+$')
+_SHARD_RE = re.compile(r'^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})$')
+_MAX_SHARDS = 99999  # five digits in the name
+
+
+def shard_name(split_name, index, num_shards):
+  """'train', 0, 4 -> 'train-00000-of-00004'."""
+  return '%s-%05d-of-%05d' % (split_name, index, num_shards)
+
+
+def shard_file_pattern(output_dir, split_name, num_shards):
+  """Glob matching exactly the `num_shards` shards of one split (and no stale set)."""
+  return os.path.join(output_dir, '%s-?????-of-%05d' % (split_name, num_shards))
+
+
+def _check_arguments(split_name, num_shards):
+  if not isinstance(split_name, str) or not _SPLIT_NAME_RE.match(split_name):
+    raise ValueError('split name %r is not accepted: use letters, digits, "_" or "." '
+                     '(no "-", which separates the parts of a shard name)' % (split_name,))
+  if not isinstance(num_shards, int) or not 1 <= num_shards <= _MAX_SHARDS:
+    raise ValueError('num_shards=%r is not accepted: use an integer from 1 to %d'
+                     % (num_shards, _MAX_SHARDS))
+
+
+def _record_count(records, num_records):
+  if num_records is not None:
+    if not isinstance(num_records, int) or num_records < 0:
+      raise ValueError('num_records=%r is not accepted: use an integer >= 0' % (num_records,))
+    return num_records
+  try:
+    return len(records)
+  except TypeError:
+    raise ValueError('num_records is required when records is an iterator without len(); '
+                     'it decides the contiguous chunk each shard holds') from None
+
+
+def _write_temporary(path, records, expected):
+  """Writes `expected` records to `path`; raises if the iterable runs short."""
+  written = 0
+  with tf.io.TFRecordWriter(path) as writer:
+    for record in records:
+      writer.write(record)
+      written += 1
+  if written != expected:
+    raise ValueError('the records ran out: shard %s got %d of its %d records'
+                     % (os.path.basename(path), written, expected))
+
+
+def _remove_quietly(path):
+  try:
+    tf.io.gfile.remove(path)
+  except tf.errors.NotFoundError:
+    pass
+
+
+def _remove_stale_shards(output_dir, split_name, keep):
+  """Removes shards of this split left by an earlier run with another shard count."""
+  keep = {os.path.basename(path) for path in keep}
+  for name in tf.io.gfile.listdir(output_dir):
+    match = _SHARD_RE.match(name)
+    if match and match.group('split') == split_name and name not in keep:
+      _remove_quietly(os.path.join(output_dir, name))
+
+
+def write_shards(records, output_dir, split_name, num_shards, num_records=None):
+  """Writes serialized records into `<output_dir>/<split_name>-0000i-of-000NN`.
+
+  Records go to shards in order, in contiguous chunks whose sizes differ by at most one
+  (shard i holds records [i*n//N, (i+1)*n//N)). Shards of the same split left by an earlier
+  run with a different shard count are removed once the new set is complete.
+
+  Args:
+    records: iterable of bytes (serialized tf.train.Example / SequenceExample).
+    output_dir: directory, created if missing.
+    split_name: e.g. 'train'; letters, digits, '_' or '.'.
+    num_shards: number of shards, 1..99999 (shards may be empty if records are fewer).
+    num_records: number of records; required only if `records` has no len().
+
+  Returns:
+    The shard paths, in index order.
+
+  Raises:
+    ValueError: bad arguments, or `records` yields fewer or more than `num_records`.
+    Whatever `records` raises; the shard being written is then removed.
+  """
+  _check_arguments(split_name, num_shards)
+  total = _record_count(records, num_records)
+  tf.io.gfile.makedirs(output_dir)
+  iterator = iter(records)
+  paths = []
+  for index in range(num_shards):
+    chunk = (index + 1) * total // num_shards - index * total // num_shards
+    final = os.path.join(output_dir, shard_name(split_name, index, num_shards))
+    temporary = os.path.join(output_dir, '.%s.tmp-%s' % (os.path.basename(final),
+                                                        uuid.uuid4().hex[:12]))
+    try:
+      _write_temporary(temporary, itertools.islice(iterator, chunk), chunk)
+      if index == num_shards - 1 and next(iterator, None) is not None:
+        raise ValueError('records yielded more than num_records=%d' % total)
+      tf.io.gfile.rename(temporary, final, overwrite=True)
+    except BaseException:
+      # Also on KeyboardInterrupt: the temporary file must not outlive the failed write.
+      _remove_quietly(temporary)
+      raise
+    paths.append(final)
+  _remove_stale_shards(output_dir, split_name, keep=paths)
+  return paths
+
+
+def find_shards(output_dir, split_name):
+  """Returns the sorted shard paths of one split, or [] if there are none.
+
+  Raises:
+    ValueError: the shards are not one complete set: mixed `-of-N` counts (two runs) or
+      missing indices.
+  """
+  found = {}
+  for name in tf.io.gfile.listdir(output_dir):
+    match = _SHARD_RE.match(name)
+    if match and match.group('split') == split_name:
+      found[name] = (int(match.group('index')), int(match.group('count')))
+  if not found:
+    return []
+  counts = sorted({count for _, count in found.values()})
+  if len(counts) > 1:
+    raise ValueError('%s holds %s shards from different runs (-of-%s); re-run the conversion'
+                     % (output_dir, split_name, ', -of-'.join('%05d' % c for c in counts)))
+  count = counts[0]
+  indices = {index for index, _ in found.values()}
+  if any(index >= count for index in indices):
+    raise ValueError('%s holds a %s shard numbered beyond its -of-%05d count; re-run the '
+                     'conversion' % (output_dir, split_name, count))
+  missing = sorted(set(range(count)) - indices)
+  if missing:
+    raise ValueError('%s has %d of the %d %s shards; missing %s; re-run the conversion'
+                     % (output_dir, len(found), count, split_name,
+                        shard_name(split_name, missing[0], count)))
+  return [os.path.join(output_dir, name) for name in sorted(found)]

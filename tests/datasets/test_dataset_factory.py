@@ -1,0 +1,56 @@
+"""The dataset registry: names, splits, and the errors users see."""
+
+import pytest
+
+from datasets import dataset_factory
+
+
+def test_list_and_get(digits_dir):
+  assert dataset_factory.list_datasets() == ['digits', 'image_folder']
+  split = dataset_factory.get_dataset('digits', 'train', digits_dir)
+  assert isinstance(split, dataset_factory.DatasetSplit)
+  assert (split.name, split.num_samples) == ('digits', 1437)
+  hash(split)  # frozen and hashable despite the labels dict
+
+
+def test_unknown_name_lists_the_valid_ones(digits_dir):
+  with pytest.raises(ValueError, match="'mnist' is not a known dataset; valid names: "
+                                       'digits, image_folder'):
+    dataset_factory.get_dataset('mnist', 'train', digits_dir)
+
+
+@pytest.mark.parametrize('name', ['digits', 'image_folder'])
+def test_unknown_split_lists_the_valid_ones(digits_dir, name):
+  with pytest.raises(ValueError, match="'validation' is not an? .* split; valid splits: "
+                                       'test, train'):
+    dataset_factory.get_dataset(name, 'validation', digits_dir)
+
+
+@pytest.mark.parametrize('name, flags', [
+    ('digits', '--dataset_name=digits --output_dir='),
+    ('image_folder', '--dataset_name=image_folder --image_dir=<class-folder tree> '
+                     '--output_dir=')])
+def test_missing_dir_names_the_command(tmp_path, name, flags):
+  missing = str(tmp_path / 'nowhere')
+  with pytest.raises(ValueError) as info:
+    dataset_factory.get_dataset(name, 'train', missing)
+  message = str(info.value)
+  assert missing in message and '\n' not in message
+  assert 'python -m datasets.convert_images ' + flags + missing in message
+
+
+def test_dir_without_converted_data_names_the_command(tmp_path):
+  with pytest.raises(ValueError, match='no converted digits data .* python -m '
+                                       'datasets.convert_images --dataset_name=digits'):
+    dataset_factory.get_dataset('digits', 'test', str(tmp_path))
+
+
+def test_other_dataset_in_dir_is_reported(digits_dir):
+  with pytest.raises(ValueError, match="holds converted 'digits' data, not 'image_folder'"):
+    dataset_factory.get_dataset('image_folder', 'train', digits_dir)
+
+
+def test_duplicate_registration_is_refused():
+  entry = dataset_factory.get_entry('digits')
+  with pytest.raises(ValueError, match='already registered'):
+    dataset_factory.register_dataset('digits', entry.get_split, entry.convert)
