@@ -1,0 +1,1 @@
+"""Evaluation of trained checkpoints."""

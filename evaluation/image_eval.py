@@ -1,0 +1,156 @@
+"""Evaluates an image classifier checkpoint on a whole split: Accuracy and Recall@5.
+
+Every example of the split is seen exactly once (no dropped remainder), batch norm runs
+in inference mode, and with `moving_average_decay` the averaged weights are restored (as
+the training run kept them). Variables carry no clone prefix, so a checkpoint trained
+with any number of clones or workers evaluates the same on one device.
+"""
+
+import collections
+import dataclasses
+import os
+from typing import Optional
+
+from absl import logging
+
+from datasets import dataset_factory, image_input
+from nets import nets_factory
+from tf_compat import tf, slim
+from training.checkpoint_restore import resolve_checkpoint
+from training.params import ConfigError, param
+
+__all__ = ['EvalConfig', 'EvalResult', 'evaluate']
+
+EvalResult = collections.namedtuple(
+    'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint'])
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  """Evaluation parameters, with eval_image_classifier's names and defaults."""
+  master: str = param('', 'The address of the TensorFlow master to use.')
+  checkpoint_path: Optional[str] = param(
+      None, 'A checkpoint prefix, or a directory (its latest checkpoint is used).')
+  eval_dir: Optional[str] = param(None, 'Directory where the results are saved to.')
+  num_preprocessing_threads: int = param(4, 'The number of threads used to create batches.')
+  dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
+  dataset_split_name: str = param('test', 'The name of the train/test split.')
+  dataset_dir: Optional[str] = param(None, 'Directory of the converted dataset.')
+  labels_offset: int = param(0, 'Offset subtracted from the labels.')
+  model_name: Optional[str] = param(None, 'The name of the architecture to evaluate.')
+  preprocessing_name: Optional[str] = param(None, 'Preprocessing; unset = the network\'s.')
+  moving_average_decay: Optional[float] = param(
+      None, 'Set if training kept a moving average of weights: those are evaluated.')
+  eval_image_size: Optional[int] = param(None, 'Eval image size; unset = network\'s.')
+  batch_size: int = param(100, 'The number of samples in each batch.')
+  max_num_batches: Optional[int] = param(None, 'Max batches to evaluate; unset = all.')
+  use_batch_norm: Optional[bool] = param(
+      None, 'For networks where batch norm is optional: as the model was trained.')
+  min_accuracy: Optional[float] = param(
+      None, 'If set, exit with status 1 when Accuracy is below this value.')
+
+
+def _check(config):
+  """Checks config and looks up the dataset split and checkpoint; raises ConfigError."""
+  for flag in ('checkpoint_path', 'dataset_name', 'dataset_dir', 'model_name'):
+    if not getattr(config, flag):
+      raise ConfigError('--%s is required' % flag)
+  if config.batch_size < 1:
+    raise ConfigError('--batch_size=%d must be >= 1' % config.batch_size)
+  if config.model_name not in nets_factory.list_networks():
+    raise ConfigError('--model_name=%s is not a known network; valid: %s'
+                      % (config.model_name, ', '.join(nets_factory.list_networks())))
+  try:
+    split = dataset_factory.get_dataset(config.dataset_name, config.dataset_split_name,
+                                        config.dataset_dir)
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
+  return split, resolve_checkpoint(config.checkpoint_path)
+
+
+def _build_graph(config, split):
+  """Returns (update ops, metric values dict, batch size tensor, global step)."""
+  spec = nets_factory.get_network_spec(config.model_name)
+  image_size = config.eval_image_size or spec.default_image_size
+  kwargs = {}
+  if config.use_batch_norm is not None:
+    kwargs['use_batch_norm'] = config.use_batch_norm
+  network_fn = nets_factory.get_network_fn(
+      config.model_name, num_classes=split.num_classes - config.labels_offset,
+      is_training=False, **kwargs)
+  global_step = tf.train.get_or_create_global_step()
+  with tf.device('/device:CPU:0'):
+    dataset = image_input.build_image_dataset(
+        split, batch_size=config.batch_size, image_size=image_size,
+        preprocessing_name=config.preprocessing_name or spec.preprocessing_name,
+        is_training=False, num_readers=1,
+        num_preprocessing_threads=config.num_preprocessing_threads, num_epochs=1,
+        drop_remainder=False, labels_offset=config.labels_offset)
+    images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+  logits, _ = network_fn(images)
+  predictions = tf.argmax(logits, 1)
+  k = min(5, logits.get_shape().as_list()[-1])
+  accuracy = tf.metrics.accuracy(labels, predictions)
+  recall = tf.metrics.mean(tf.cast(tf.nn.in_top_k(logits, tf.cast(labels, tf.int32), k),
+                                   tf.float32))
+  updates = [accuracy[1], recall[1]]
+  values = {'Accuracy': accuracy[0], 'Recall_5': recall[0]}
+  return updates, values, tf.shape(labels)[0], global_step
+
+
+def _saver(config, global_step):
+  if config.moving_average_decay:
+    averages = tf.train.ExponentialMovingAverage(config.moving_average_decay, global_step)
+    variables = averages.variables_to_restore(slim.get_model_variables())
+    variables[global_step.op.name] = global_step
+  else:
+    variables = slim.get_variables_to_restore()
+  return tf.train.Saver(variables)
+
+
+def _write_summaries(eval_dir, metrics, global_step):
+  os.makedirs(eval_dir, exist_ok=True)
+  writer = tf.summary.FileWriter(eval_dir)
+  summary = tf.Summary(value=[tf.Summary.Value(tag='eval/' + name, simple_value=value)
+                              for name, value in sorted(metrics.items())])
+  writer.add_summary(summary, global_step)
+  writer.close()
+
+
+def evaluate(config):
+  """Evaluates config.checkpoint_path on the split; returns an EvalResult."""
+  split, checkpoint = _check(config)
+  with tf.Graph().as_default():
+    updates, values, batch, global_step = _build_graph(config, split)
+    saver = _saver(config, global_step)
+    with tf.Session(config.master) as sess:
+      try:
+        saver.restore(sess, checkpoint)
+      except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
+        raise ConfigError('--checkpoint_path=%s does not match --model_name=%s with %d '
+                          'classes: %s' % (checkpoint, config.model_name,
+                                           split.num_classes - config.labels_offset,
+                                           str(error).split('\n')[0])) from None
+      sess.run(tf.local_variables_initializer())
+      num_examples = _run_batches(sess, updates, batch, config.max_num_batches)
+      metrics = sess.run(values)
+      step = int(sess.run(global_step))
+  if config.eval_dir:
+    _write_summaries(config.eval_dir, metrics, step)
+  logging.info('%s/%s, %d examples, checkpoint %s (step %d): Accuracy %.4f, Recall@5 %.4f',
+               config.dataset_name, config.dataset_split_name, num_examples, checkpoint,
+               step, metrics['Accuracy'], metrics['Recall_5'])
+  return EvalResult(float(metrics['Accuracy']), float(metrics['Recall_5']), num_examples,
+                    step, checkpoint)
+
+
+def _run_batches(sess, updates, batch, max_num_batches):
+  num_examples, num_batches = 0, 0
+  while max_num_batches is None or num_batches < max_num_batches:
+    try:
+      _, size = sess.run([updates, batch])
+    except tf.errors.OutOfRangeError:
+      break
+    num_examples += int(size)
+    num_batches += 1
+  return num_examples

@@ -1,0 +1,1 @@
+"""Training: configuration, optimizers, restore, and the training job itself."""

@@ -1,0 +1,101 @@
+"""`TrainConfig`: every training parameter, with TF-Slim's flag names and defaults.
+
+Deliberate differences from slim's train_image_classifier, each a fix for a known trap:
+  * weight_decay defaults to None = the network's own default (slim forced 4e-5 into
+    every network, overriding e.g. I3D's 1e-7).
+  * dataset_name / model_name have no default (slim's 'imagenet' / 'inception_v3' are
+    not shipped here); the error lists the valid names.
+  * Learning-rate decay steps are computed from the GLOBAL batch (see optimization.py).
+  * gpu_allow_growth is on by default.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from training.params import param
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Training configuration; see `training.setup.check_train_config` for the rules."""
+  # Deployment.
+  master: str = param('', 'The address of the TensorFlow master to use.')
+  train_dir: Optional[str] = param(
+      None, 'Directory where checkpoints and event logs are written to.')
+  num_clones: int = param(1, 'Number of model clones to deploy (per worker).')
+  clone_on_cpu: bool = param(False, 'Use CPUs to deploy clones (one logical CPU each).')
+  worker_replicas: int = param(1, 'Number of worker replicas.')
+  num_ps_tasks: int = param(0, 'The number of parameter servers; 0 = variables local.')
+  num_readers: int = param(4, 'Number of record files read in parallel.')
+  num_preprocessing_threads: int = param(4, 'Number of threads decoding and preprocessing.')
+  log_every_n_steps: int = param(10, 'How often (in steps) progress lines are logged.')
+  save_summaries_secs: int = param(600, 'How often (seconds) summaries are saved.')
+  save_interval_secs: int = param(600, 'How often (seconds) the model is saved.')
+  task: int = param(0, 'Task id of the replica running the training.')
+  gpu_allow_growth: bool = param(True, 'Allocate GPU memory as needed, not all at start.')
+  gpu_memory_fraction: float = param(0.0, 'Cap per GPU memory fraction (0 = no cap).')
+  # Optimizer.
+  weight_decay: Optional[float] = param(
+      None, 'Weight decay on the model weights; unset = the network\'s own default.')
+  optimizer: str = param('rmsprop', 'One of adadelta, adagrad, adam, ftrl, momentum, '
+                         'sgd, rmsprop.')
+  adadelta_rho: float = param(0.95, 'The decay rate for adadelta.')
+  adagrad_initial_accumulator_value: float = param(
+      0.1, 'Starting value for the AdaGrad accumulators.')
+  adam_beta1: float = param(0.9, 'Exponential decay rate for the 1st moment estimates.')
+  adam_beta2: float = param(0.999, 'Exponential decay rate for the 2nd moment estimates.')
+  opt_epsilon: float = param(1.0, 'Epsilon term for the optimizer.')
+  ftrl_learning_rate_power: float = param(-0.5, 'The learning rate power.')
+  ftrl_initial_accumulator_value: float = param(0.1, 'Starting value for FTRL accumulators.')
+  ftrl_l1: float = param(0.0, 'The FTRL l1 regularization strength.')
+  ftrl_l2: float = param(0.0, 'The FTRL l2 regularization strength.')
+  momentum: float = param(0.9, 'The momentum for the MomentumOptimizer.')
+  rmsprop_momentum: float = param(0.9, 'Momentum for the RMSPropOptimizer.')
+  rmsprop_decay: float = param(0.9, 'Decay term for RMSProp.')
+  # Learning rate.
+  learning_rate_decay_type: str = param(
+      'exponential', 'One of fixed, exponential, polynomial, piecewise, cosine.')
+  learning_rate: float = param(0.01, 'Initial learning rate.')
+  end_learning_rate: float = param(
+      0.0001, 'Final learning rate of polynomial decay, floor of cosine decay.')
+  learning_rate_decay_factor: float = param(0.94, 'Learning rate decay factor.')
+  num_epochs_per_decay: float = param(2.0, 'Epochs after which the learning rate decays.')
+  learning_rate_boundaries: Tuple[int, ...] = param(
+      (), 'piecewise: global steps at which the learning rate changes.')
+  learning_rate_values: Tuple[float, ...] = param(
+      (), 'piecewise: learning rates, one more than boundaries.')
+  warmup_epochs: float = param(0.0, 'Linear warmup from 0 to the schedule, in epochs.')
+  label_smoothing: float = param(0.0, 'The amount of label smoothing.')
+  sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
+  replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
+  moving_average_decay: Optional[float] = param(
+      None, 'Decay for the moving average of weights; unset = no moving average.')
+  clip_gradient_norm: float = param(0.0, 'Clip gradients to this global norm (0 = off).')
+  summarize_gradients: bool = param(False, 'Histogram and norm summaries per gradient.')
+  # Dataset.
+  dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
+  dataset_split_name: str = param('train', 'The name of the train/test split.')
+  dataset_dir: Optional[str] = param(None, 'Directory of the converted dataset.')
+  labels_offset: int = param(0, 'Offset subtracted from the labels (e.g. 1 for a '
+                             'background class in the data and none in the model).')
+  model_name: Optional[str] = param(None, 'The name of the architecture to train.')
+  preprocessing_name: Optional[str] = param(
+      None, 'The preprocessing to use; unset = the network\'s own.')
+  batch_size: int = param(32, 'The number of samples in each batch, PER CLONE.')
+  train_image_size: Optional[int] = param(None, 'Train image size; unset = network\'s.')
+  max_number_of_steps: Optional[int] = param(None, 'The maximum number of training steps.')
+  use_batch_norm: Optional[bool] = param(
+      None, 'For networks where batch norm is optional (lenet); unset = network default.')
+  # Fine-tuning.
+  checkpoint_path: Optional[str] = param(
+      None, 'Checkpoint (file or directory) to fine-tune from.')
+  checkpoint_exclude_scopes: Tuple[str, ...] = param(
+      (), 'Scopes of variables NOT restored from checkpoint_path.')
+  trainable_scopes: Tuple[str, ...] = param(
+      (), 'Scopes of variables to train; unset = all trainable variables.')
+  ignore_missing_vars: bool = param(
+      False, 'When restoring, skip variables the checkpoint does not hold.')
+
+  @property
+  def is_chief(self):
+    return self.task == 0

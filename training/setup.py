@@ -1,0 +1,167 @@
+"""Checks a whole TrainConfig once, before any graph is built, and resolves what it names.
+
+Every rule fails with a `ConfigError` whose one line names the flag, the bad value and
+what would be accepted. The result, `TrainSetup`, carries what the checks looked up
+(deployment, dataset split, network, sizes) so the graph code never re-derives them.
+"""
+
+import dataclasses
+
+from datasets import dataset_factory
+from deployment import model_deploy
+from nets import nets_factory
+from training import checkpoint_restore, optimization
+from training.params import ConfigError
+
+__all__ = ['TrainSetup', 'check_train_config']
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSetup:
+  """What a checked TrainConfig resolves to."""
+  deploy_config: model_deploy.DeploymentConfig
+  dataset: object              # datasets.dataset_factory.DatasetSplit
+  network_spec: object         # nets.nets_factory.NetworkSpec
+  image_size: int
+  preprocessing_name: str
+  global_batch: int
+  steps_per_epoch: float
+  checkpoint_file: object      # fine-tune checkpoint prefix, or None
+  resume_checkpoint: object    # latest checkpoint already in train_dir, or None
+
+
+def _require(condition, message):
+  if not condition:
+    raise ConfigError(message)
+
+
+def _check_positive_ints(config):
+  for name in ('batch_size', 'num_clones', 'worker_replicas', 'replicas_to_aggregate',
+               'num_readers', 'num_preprocessing_threads'):
+    value = getattr(config, name)
+    _require(value >= 1, '--%s=%d must be >= 1' % (name, value))
+  for name in ('num_ps_tasks', 'task', 'log_every_n_steps', 'save_summaries_secs',
+               'save_interval_secs', 'labels_offset'):
+    value = getattr(config, name)
+    _require(value >= 0, '--%s=%d must be >= 0' % (name, value))
+  if config.max_number_of_steps is not None:
+    _require(config.max_number_of_steps >= 1,
+             '--max_number_of_steps=%d must be >= 1 (or unset to train until stopped)'
+             % config.max_number_of_steps)
+
+
+def _check_replicas(config):
+  _require(config.task < config.worker_replicas,
+           '--task=%d must be less than --worker_replicas=%d'
+           % (config.task, config.worker_replicas))
+  _require(config.replicas_to_aggregate <= config.worker_replicas,
+           '--replicas_to_aggregate=%d must be <= --worker_replicas=%d (workers whose '
+           'gradients one synchronous step waits for)'
+           % (config.replicas_to_aggregate, config.worker_replicas))
+
+
+def _check_optimizer(config):
+  names = sorted(optimization.OPTIMIZERS)
+  _require(config.optimizer in optimization.OPTIMIZERS,
+           '--optimizer=%s is not known; valid: %s' % (config.optimizer, ', '.join(names)))
+  for name in ('learning_rate', 'opt_epsilon'):
+    value = getattr(config, name)
+    _require(optimization.is_finite_positive(value), '--%s=%r must be > 0' % (name, value))
+  for name in ('momentum', 'rmsprop_momentum', 'rmsprop_decay', 'adam_beta1', 'adam_beta2',
+               'adadelta_rho', 'label_smoothing'):
+    value = getattr(config, name)
+    _require(0.0 <= value < 1.0, '--%s=%r must be in [0, 1)' % (name, value))
+  if config.weight_decay is not None:
+    _require(config.weight_decay >= 0, '--weight_decay=%r must be >= 0 (or unset for the '
+             'network default)' % config.weight_decay)
+  if config.moving_average_decay is not None:
+    _require(0.0 < config.moving_average_decay < 1.0, '--moving_average_decay=%r must be '
+             'in (0, 1), e.g. 0.9999' % config.moving_average_decay)
+  _require(config.clip_gradient_norm >= 0, '--clip_gradient_norm=%r must be >= 0 (0 = off)'
+           % config.clip_gradient_norm)
+  _require(0.0 <= config.gpu_memory_fraction <= 1.0, '--gpu_memory_fraction=%r must be '
+           'in [0, 1] (0 = no cap)' % config.gpu_memory_fraction)
+
+
+def _check_learning_rate(config):
+  kind = config.learning_rate_decay_type
+  names = sorted(optimization.LEARNING_RATE_SCHEDULES)
+  _require(kind in optimization.LEARNING_RATE_SCHEDULES,
+           '--learning_rate_decay_type=%s is not known; valid: %s' % (kind, ', '.join(names)))
+  _require(config.warmup_epochs >= 0, '--warmup_epochs=%r must be >= 0' % config.warmup_epochs)
+  if kind in ('exponential', 'polynomial'):
+    _require(config.num_epochs_per_decay > 0, '--num_epochs_per_decay=%r must be > 0'
+             % config.num_epochs_per_decay)
+  if kind == 'cosine':
+    _require(config.max_number_of_steps is not None,
+             '--learning_rate_decay_type=cosine needs --max_number_of_steps (the schedule '
+             'ends there)')
+  if kind == 'piecewise':
+    _check_piecewise(config.learning_rate_boundaries, config.learning_rate_values)
+
+
+def _check_piecewise(boundaries, values):
+  _require(len(values) == len(boundaries) + 1,
+           '--learning_rate_values needs one more value than --learning_rate_boundaries '
+           '(got %d values for %d boundaries)' % (len(values), len(boundaries)))
+  _require(all(b > 0 for b in boundaries) and list(boundaries) == sorted(set(boundaries)),
+           '--learning_rate_boundaries=%s must be increasing positive global steps'
+           % ','.join(str(b) for b in boundaries))
+  _require(all(v > 0 for v in values), '--learning_rate_values=%s must all be > 0'
+           % ','.join(str(v) for v in values))
+
+
+def _named(kind, flag, name, list_fn):
+  _require(name, '--%s is required; valid: %s' % (flag, ', '.join(list_fn())))
+  _require(name in list_fn(), '--%s=%s is not a known %s; valid: %s'
+           % (flag, name, kind, ', '.join(list_fn())))
+
+
+def _lookup_dataset(config):
+  _named('dataset', 'dataset_name', config.dataset_name, dataset_factory.list_datasets)
+  _require(config.dataset_dir, '--dataset_dir is required: a directory written by '
+           'python -m datasets.convert_images --dataset_name=%s --output_dir=DIR'
+           % config.dataset_name)
+  try:
+    return dataset_factory.get_dataset(config.dataset_name, config.dataset_split_name,
+                                       config.dataset_dir)
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
+
+
+def _deploy_config(config):
+  try:
+    return model_deploy.DeploymentConfig(
+        num_clones=config.num_clones, clone_on_cpu=config.clone_on_cpu,
+        replica_id=config.task, num_replicas=config.worker_replicas,
+        num_ps_tasks=config.num_ps_tasks)
+  except ValueError as error:
+    raise ConfigError('deployment flags: %s' % error) from None
+
+
+def check_train_config(config):
+  """Checks every rule and resolves names; returns a TrainSetup. Raises ConfigError."""
+  _require(config.train_dir, '--train_dir is required: where checkpoints and summaries go')
+  _check_positive_ints(config)
+  _check_replicas(config)
+  _check_optimizer(config)
+  _check_learning_rate(config)
+  _named('network', 'model_name', config.model_name, nets_factory.list_networks)
+  spec = nets_factory.get_network_spec(config.model_name)
+  preprocessing_name = config.preprocessing_name or spec.preprocessing_name
+  deploy_config = _deploy_config(config)
+  dataset = _lookup_dataset(config)
+  _require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
+           'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
+  checkpoint_file = None
+  if config.checkpoint_path:
+    checkpoint_file = checkpoint_restore.resolve_checkpoint(config.checkpoint_path)
+  image_size = config.train_image_size or spec.default_image_size
+  _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
+  return TrainSetup(
+      deploy_config=deploy_config, dataset=dataset, network_spec=spec,
+      image_size=image_size, preprocessing_name=preprocessing_name,
+      global_batch=optimization.global_batch_size(config),
+      steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
+      checkpoint_file=checkpoint_file,
+      resume_checkpoint=checkpoint_restore.train_dir_checkpoint(config.train_dir))

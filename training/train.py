@@ -1,0 +1,194 @@
+"""`train(config)`: the whole training job, from a checked TrainConfig to a checkpoint.
+
+Wiring only: the dataset comes from `datasets/` on `inputs_device()`, the network from
+`nets/`, clones and the train op from `deployment.model_deploy.deploy`, and the loop is
+`slim.learning.train` with `training.progress.ProgressStep`. Only the chief (task 0)
+writes checkpoints and summaries.
+"""
+
+import collections
+
+from absl import logging
+
+from datasets import image_input
+from deployment import model_deploy
+from deployment.session_config import make_session_config
+from nets import nets_factory
+from tf_compat import tf, slim
+from training import checkpoint_restore, optimization
+from training.progress import ProgressStep
+from training.setup import check_train_config
+
+__all__ = ['train', 'TrainResult', 'build_training_graph']
+
+TrainResult = collections.namedtuple(
+    'TrainResult', ['global_step', 'loss', 'examples_per_sec', 'checkpoint'])
+
+TrainGraph = collections.namedtuple(
+    'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn'])
+
+
+def _input_iterator(config, setup):
+  """One iterator of per-clone batches on the worker's CPU; each clone draws its own."""
+  with tf.device(setup.deploy_config.inputs_device()):
+    dataset = image_input.build_image_dataset(
+        setup.dataset, batch_size=config.batch_size, image_size=setup.image_size,
+        preprocessing_name=setup.preprocessing_name, is_training=True,
+        num_readers=config.num_readers,
+        num_preprocessing_threads=config.num_preprocessing_threads,
+        num_shards=config.worker_replicas, shard_index=config.task,
+        labels_offset=config.labels_offset)
+    return tf.data.make_one_shot_iterator(dataset)
+
+
+def _network_fn(config, setup):
+  kwargs = {}
+  if config.use_batch_norm is not None:
+    kwargs['use_batch_norm'] = config.use_batch_norm
+  return nets_factory.get_network_fn(
+      config.model_name, num_classes=setup.dataset.num_classes - config.labels_offset,
+      weight_decay=config.weight_decay, is_training=True, **kwargs)
+
+
+def _make_clone_fn(config, setup, iterator, network_fn):
+  """model_fn for create_clones: draw a batch, run the net, add the losses."""
+  inputs_device = setup.deploy_config.inputs_device()
+
+  def clone_fn():
+    with tf.device(inputs_device):
+      images, labels = iterator.get_next()
+    logits, end_points = network_fn(images)
+    onehot = tf.one_hot(labels, depth=logits.get_shape().as_list()[-1])
+    if 'AuxLogits' in end_points:
+      tf.losses.softmax_cross_entropy(onehot, end_points['AuxLogits'], weights=0.4,
+                                      label_smoothing=config.label_smoothing,
+                                      scope='aux_loss')
+    tf.losses.softmax_cross_entropy(onehot, logits,
+                                    label_smoothing=config.label_smoothing)
+    return end_points
+  return clone_fn
+
+
+def _variables_to_train(config):
+  if not config.trainable_scopes:
+    return None
+  return checkpoint_restore.filter_by_scopes(
+      tf.trainable_variables(), config.trainable_scopes, 'trainable_scopes')
+
+
+def _fine_tune_init_fn(config, setup):
+  """Restore from --checkpoint_path, unless train_dir already holds a checkpoint."""
+  if setup.checkpoint_file is None:
+    return None
+  if setup.resume_checkpoint:
+    logging.info('Ignoring --checkpoint_path: %s already holds %s, resuming from it',
+                 config.train_dir, setup.resume_checkpoint)
+    return None
+  plan = checkpoint_restore.plan_restore(
+      setup.checkpoint_file, slim.get_model_variables(),
+      exclude_scopes=config.checkpoint_exclude_scopes,
+      ignore_missing_vars=config.ignore_missing_vars)
+  checkpoint_restore.log_restore_report(plan)
+  return checkpoint_restore.make_init_fn(plan)
+
+
+def _optimizer(config, setup, global_step, moving_average):
+  deploy_config = setup.deploy_config
+  with tf.device(deploy_config.optimizer_device()):
+    learning_rate = optimization.configure_learning_rate(
+        config, setup.dataset.num_samples, global_step)
+    optimizer = optimization.configure_optimizer(config, learning_rate)
+    if config.sync_replicas:
+      optimizer = tf.train.SyncReplicasOptimizer(
+          optimizer, replicas_to_aggregate=config.replicas_to_aggregate,
+          total_num_replicas=config.worker_replicas,
+          variable_averages=moving_average,
+          variables_to_average=slim.get_model_variables() if moving_average else None)
+  with tf.device(deploy_config.summary_device()):
+    tf.summary.scalar('learning_rate', learning_rate)
+    tf.summary.scalar('global_batch_size', tf.constant(setup.global_batch))
+  return optimizer
+
+
+def build_training_graph(config, setup):
+  """Builds inputs, clones, losses, optimizer and summaries in the default graph."""
+  deploy_config = setup.deploy_config
+  with tf.device(deploy_config.variables_device()):
+    global_step = tf.train.get_or_create_global_step()
+  moving_average = None
+  if config.moving_average_decay:
+    moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
+                                                       global_step)
+  optimizer = _optimizer(config, setup, global_step, moving_average)
+  iterator = _input_iterator(config, setup)
+  clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup))
+  # Variables exist only once the clones are built: scopes are resolved then.
+  variables_to_train = None
+  if config.trainable_scopes:
+    variables_to_train = lambda: _variables_to_train(config)
+  deployed = model_deploy.deploy(
+      deploy_config, clone_fn, optimizer=optimizer,
+      summarize_gradients=config.summarize_gradients,
+      clip_gradient_norm=config.clip_gradient_norm,
+      variables_to_train=variables_to_train,
+      moving_average=None if config.sync_replicas else moving_average)
+  with tf.device(deploy_config.summary_device()):
+    histograms = [tf.summary.histogram(v.op.name, v) for v in slim.get_model_variables()]
+    summary_op = tf.summary.merge([deployed.summary_op] + histograms)
+  return TrainGraph(deployed.train_op, summary_op, global_step, optimizer,
+                    _fine_tune_init_fn(config, setup))
+
+
+def _log_startup(config, setup):
+  deploy_config = setup.deploy_config
+  device = 'CPU' if deploy_config.clone_on_cpu else 'GPU'
+  logging.info('Topology: worker task %d of %d, %d clone(s) on %s, %d ps task(s), %s',
+               config.task, config.worker_replicas, config.num_clones, device,
+               config.num_ps_tasks, 'sync' if config.sync_replicas else
+               ('async' if config.worker_replicas > 1 else 'local'))
+  logging.info('Batch: %d per clone, %d per worker step, %d global (mean gradient per '
+               'update); %d examples in %s/%s, %.1f steps per epoch',
+               config.batch_size, config.batch_size * config.num_clones,
+               setup.global_batch, setup.dataset.num_samples, config.dataset_name,
+               config.dataset_split_name, setup.steps_per_epoch)
+  logging.info('Model %s at %dx%d (%s preprocessing); optimizer %s; learning rate %s',
+               config.model_name, setup.image_size, setup.image_size,
+               setup.preprocessing_name, config.optimizer,
+               optimization.describe_schedule(config, setup.dataset.num_samples))
+  if setup.resume_checkpoint:
+    logging.info('Resuming from %s', setup.resume_checkpoint)
+
+
+def train(config, stop_event=None):
+  """Checks `config`, builds the graph and trains; returns a TrainResult.
+
+  Raises:
+    ConfigError: a user mistake, found before the graph is built (or, for checkpoint
+      shape mismatches, before the session starts).
+  """
+  setup = check_train_config(config)
+  _log_startup(config, setup)
+  with tf.Graph().as_default():
+    graph = build_training_graph(config, setup)
+    step_fn = ProgressStep(config.batch_size * config.num_clones,
+                           number_of_steps=config.max_number_of_steps,
+                           log_every_n_steps=config.log_every_n_steps,
+                           stop_event=stop_event)
+    session_config = make_session_config(
+        setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
+        gpu_memory_fraction=config.gpu_memory_fraction)
+    slim.learning.train(
+        graph.train_op, logdir=config.train_dir, train_step_fn=step_fn,
+        train_step_kwargs={}, master=config.master, is_chief=config.is_chief,
+        global_step=graph.global_step, init_fn=graph.init_fn,
+        summary_op=graph.summary_op, number_of_steps=config.max_number_of_steps,
+        log_every_n_steps=config.log_every_n_steps,
+        save_summaries_secs=config.save_summaries_secs,
+        save_interval_secs=config.save_interval_secs,
+        sync_optimizer=graph.optimizer if config.sync_replicas else None,
+        session_config=session_config)
+  checkpoint = tf.train.latest_checkpoint(config.train_dir) if config.is_chief else None
+  logging.info('Training done at global step %s; checkpoint %s',
+               step_fn.last_global_step, checkpoint)
+  return TrainResult(step_fn.last_global_step, step_fn.last_loss,
+                     step_fn.examples_per_sec, checkpoint)
