@@ -18,6 +18,7 @@ from nets import nets_factory
 from tf_compat import tf, slim
 from training.checkpoint_restore import resolve_checkpoint
 from training.params import ConfigError, param
+from training.setup import lookup_dataset_split
 
 __all__ = ['EvalConfig', 'EvalResult', 'evaluate']
 
@@ -57,21 +58,27 @@ def _check(config):
       raise ConfigError('--%s is required' % flag)
   if config.batch_size < 1:
     raise ConfigError('--batch_size=%d must be >= 1' % config.batch_size)
+  if config.eval_image_size is not None and config.eval_image_size < 1:
+    raise ConfigError('--eval_image_size=%d must be >= 1' % config.eval_image_size)
+  if config.max_num_batches is not None and config.max_num_batches < 1:
+    raise ConfigError('--max_num_batches=%d must be >= 1 (or unset for the whole split)'
+                      % config.max_num_batches)
   if config.model_name not in nets_factory.list_networks():
     raise ConfigError('--model_name=%s is not a known network; valid: %s'
                       % (config.model_name, ', '.join(nets_factory.list_networks())))
-  try:
-    split = dataset_factory.get_dataset(config.dataset_name, config.dataset_split_name,
-                                        config.dataset_dir)
-  except ValueError as error:
-    raise ConfigError(str(error)) from None
+  if config.dataset_name not in dataset_factory.list_datasets():
+    raise ConfigError('--dataset_name=%s is not a known dataset; valid: %s'
+                      % (config.dataset_name, ', '.join(dataset_factory.list_datasets())))
+  split = lookup_dataset_split(config.dataset_name, config.dataset_split_name,
+                               config.dataset_dir)
   return split, resolve_checkpoint(config.checkpoint_path)
 
 
 def _build_graph(config, split):
   """Returns (update ops, metric values dict, batch size tensor, global step)."""
   spec = nets_factory.get_network_spec(config.model_name)
-  image_size = config.eval_image_size or spec.default_image_size
+  image_size = (spec.default_image_size if config.eval_image_size is None
+                else config.eval_image_size)
   kwargs = {}
   if config.use_batch_norm is not None:
     kwargs['use_batch_norm'] = config.use_batch_norm

@@ -63,8 +63,9 @@ def _convert_list(name, values, item_type):
   try:
     return tuple(item_type(v) for v in values)
   except ValueError:
-    raise ConfigError('--%s=%s: every item must be a %s'
-                      % (name, ','.join(values), item_type.__name__)) from None
+    kind = {int: 'an integer', float: 'a number'}.get(item_type, item_type.__name__)
+    raise ConfigError('--%s=%s: every item must be %s'
+                      % (name, ','.join(values), kind)) from None
 
 
 def config_from_flags(config_class, flag_values=flags.FLAGS):

@@ -6,6 +6,7 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 """
 
 import dataclasses
+import os
 
 from datasets import dataset_factory
 from deployment import model_deploy
@@ -71,6 +72,7 @@ def _check_optimizer(config):
                'adadelta_rho', 'label_smoothing'):
     value = getattr(config, name)
     _require(0.0 <= value < 1.0, '--%s=%r must be in [0, 1)' % (name, value))
+  _check_optimizer_specifics(config)
   if config.weight_decay is not None:
     _require(config.weight_decay >= 0, '--weight_decay=%r must be >= 0 (or unset for the '
              'network default)' % config.weight_decay)
@@ -83,6 +85,18 @@ def _check_optimizer(config):
            'in [0, 1] (0 = no cap)' % config.gpu_memory_fraction)
 
 
+def _check_optimizer_specifics(config):
+  """Hyper-parameters tf.train optimizers would reject deep inside graph building."""
+  _require(config.adagrad_initial_accumulator_value > 0,
+           '--adagrad_initial_accumulator_value=%r must be > 0'
+           % config.adagrad_initial_accumulator_value)
+  _require(config.ftrl_learning_rate_power <= 0, '--ftrl_learning_rate_power=%r must be '
+           '<= 0 (e.g. -0.5)' % config.ftrl_learning_rate_power)
+  for name in ('ftrl_initial_accumulator_value', 'ftrl_l1', 'ftrl_l2'):
+    value = getattr(config, name)
+    _require(value >= 0, '--%s=%r must be >= 0' % (name, value))
+
+
 def _check_learning_rate(config):
   kind = config.learning_rate_decay_type
   names = sorted(optimization.LEARNING_RATE_SCHEDULES)
@@ -92,6 +106,13 @@ def _check_learning_rate(config):
   if kind in ('exponential', 'polynomial'):
     _require(config.num_epochs_per_decay > 0, '--num_epochs_per_decay=%r must be > 0'
              % config.num_epochs_per_decay)
+  if kind == 'exponential':
+    _require(0 < config.learning_rate_decay_factor <= 1, '--learning_rate_decay_factor=%r '
+             'must be in (0, 1]' % config.learning_rate_decay_factor)
+  if kind in ('polynomial', 'cosine'):
+    _require(0 <= config.end_learning_rate <= config.learning_rate,
+             '--end_learning_rate=%r must be in [0, --learning_rate=%r]'
+             % (config.end_learning_rate, config.learning_rate))
   if kind == 'cosine':
     _require(config.max_number_of_steps is not None,
              '--learning_rate_decay_type=cosine needs --max_number_of_steps (the schedule '
@@ -119,14 +140,23 @@ def _named(kind, flag, name, list_fn):
 
 def _lookup_dataset(config):
   _named('dataset', 'dataset_name', config.dataset_name, dataset_factory.list_datasets)
-  _require(config.dataset_dir, '--dataset_dir is required: a directory written by '
-           'python -m datasets.convert_images --dataset_name=%s --output_dir=DIR'
-           % config.dataset_name)
+  return lookup_dataset_split(config.dataset_name, config.dataset_split_name,
+                              config.dataset_dir)
+
+
+def lookup_dataset_split(dataset_name, split_name, dataset_dir):
+  """get_dataset with its errors turned into one line naming the flag at fault."""
+  command = ('python -m datasets.convert_images --dataset_name=%s --output_dir=%s'
+             % (dataset_name, dataset_dir or 'DIR'))
+  _require(dataset_dir, '--dataset_dir is required: a directory written by ' + command)
+  _require(os.path.isdir(dataset_dir), '--dataset_dir=%s does not exist; create it with %s'
+           % (dataset_dir, command))
   try:
-    return dataset_factory.get_dataset(config.dataset_name, config.dataset_split_name,
-                                       config.dataset_dir)
+    return dataset_factory.get_dataset(dataset_name, split_name, dataset_dir)
   except ValueError as error:
-    raise ConfigError(str(error)) from None
+    flag = ('dataset_split_name=%s' % split_name if 'split' in str(error).split(';')[0]
+            else 'dataset_dir=%s' % dataset_dir)
+    raise ConfigError('--%s: %s' % (flag, error)) from None
 
 
 def _deploy_config(config):
@@ -156,7 +186,8 @@ def check_train_config(config):
   checkpoint_file = None
   if config.checkpoint_path:
     checkpoint_file = checkpoint_restore.resolve_checkpoint(config.checkpoint_path)
-  image_size = config.train_image_size or spec.default_image_size
+  image_size = (spec.default_image_size if config.train_image_size is None
+                else config.train_image_size)
   _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
   return TrainSetup(
       deploy_config=deploy_config, dataset=dataset, network_spec=spec,
