@@ -11,6 +11,7 @@ silently restores the very layer it meant to drop.
 
 import collections
 import os
+import re
 
 from absl import logging
 
@@ -26,16 +27,22 @@ RestorePlan.__doc__ = """restored: [(checkpoint name, variable)]; missing: [vari
 mismatched: [(variable name, model shape, checkpoint shape)]; excluded: [variable name]."""
 
 
+_CHECKPOINT_FILE_SUFFIX = re.compile(r'\.(index|meta|data-\d{5}-of-\d{5})$')
+
+
 def resolve_checkpoint(path, flag='checkpoint_path'):
-  """A checkpoint prefix for a file prefix or a directory (its latest checkpoint)."""
+  """A checkpoint prefix for a prefix, one of its files, or a directory (its latest)."""
   if tf.gfile.IsDirectory(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise ConfigError('--%s=%s: the directory holds no checkpoint (expected a '
                         '"checkpoint" file from a training run)' % (flag, path))
     return latest
-  if tf.gfile.Exists(path + '.index') or tf.gfile.Exists(path):
-    return path
+  prefix = _CHECKPOINT_FILE_SUFFIX.sub('', path)
+  if tf.gfile.Exists(prefix + '.index'):
+    return prefix
+  if tf.gfile.Exists(path) and prefix == path:
+    return path  # A TF1 V1 checkpoint is a single file.
   raise ConfigError('--%s=%s: no such checkpoint (give a checkpoint prefix such as '
                     'model.ckpt-1000, or a directory holding checkpoints)' % (flag, path))
 

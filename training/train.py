@@ -133,7 +133,9 @@ def build_training_graph(config, setup):
       variables_to_train=variables_to_train,
       moving_average=None if config.sync_replicas else moving_average)
   with tf.device(deploy_config.summary_device()):
-    histograms = [tf.summary.histogram(v.op.name, v) for v in slim.get_model_variables()]
+    # A scope of their own keeps the tags equal to the variable names (no '_1' suffix).
+    histograms = [tf.summary.histogram('model_variables/' + v.op.name, v)
+                  for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
   return TrainGraph(deployed.train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup))
@@ -191,4 +193,5 @@ def train(config, stop_event=None):
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
   return TrainResult(step_fn.last_global_step, step_fn.last_loss,
-                     step_fn.examples_per_sec, checkpoint)
+                     step_fn.examples_per_sec or step_fn.overall_examples_per_sec(),
+                     checkpoint)

@@ -1,0 +1,382 @@
+"""`evaluation.image_eval.evaluate` against accuracies computed here.
+
+The reference: the test records decoded with Pillow, preprocessed in NumPy as the 'lenet'
+preprocessing specifies (bilinear 8x8 -> 28x28 with half-pixel centres, then
+(x - 128) / 128), run through a LeNet built in this file's own graph whose variables are
+loaded with values read by tf.train.load_checkpoint; accuracy and recall@5 in NumPy.
+"""
+
+import dataclasses
+import glob
+import io
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from datasets.convert_images import convert
+from evaluation.image_eval import EvalConfig, evaluate
+from nets import nets_factory
+from tf_compat import tf, slim
+from training.config import TrainConfig
+from training.params import ConfigError
+from training.train import train
+
+LENET_VARIABLES = (
+    'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
+    'LeNet/conv2/biases', 'LeNet/fc3/weights', 'LeNet/fc3/biases', 'LeNet/fc4/weights',
+    'LeNet/fc4/biases')
+NUM_TEST = 360
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def _bilinear_weights(out_size, in_size):
+  """TF2 tf.image.resize bilinear (half-pixel centres): (lower, upper, lerp) per output."""
+  scale = in_size / out_size
+  centre = (np.arange(out_size) + 0.5) * scale - 0.5
+  floor = np.floor(centre)
+  lower = np.maximum(floor, 0).astype(np.int64)
+  upper = np.minimum(np.ceil(centre), in_size - 1).astype(np.int64)
+  return lower, upper, centre - floor
+
+
+def lenet_preprocess_numpy(image, size=28):
+  """uint8 [H, W] -> float32 [size, size, 1]."""
+  image = image.astype(np.float64)
+  rows_lo, rows_hi, row_lerp = _bilinear_weights(size, image.shape[0])
+  cols_lo, cols_hi, col_lerp = _bilinear_weights(size, image.shape[1])
+  top = image[rows_lo][:, cols_lo] * (1 - col_lerp) + image[rows_lo][:, cols_hi] * col_lerp
+  bottom = (image[rows_hi][:, cols_lo] * (1 - col_lerp)
+            + image[rows_hi][:, cols_hi] * col_lerp)
+  resized = top * (1 - row_lerp[:, None]) + bottom * row_lerp[:, None]
+  return ((resized - 128.0) / 128.0).astype(np.float32)[:, :, None]
+
+
+def read_split(dataset_dir, split='test'):
+  """(images float32 [N, 28, 28, 1], labels int64 [N], raw uint8 [N, 8, 8]) in
+  sorted-file, record order."""
+  images, labels, raw = [], [], []
+  for path in sorted(glob.glob(os.path.join(dataset_dir, '%s-*' % split))):
+    for record in tf.io.tf_record_iterator(path):
+      example = tf.train.Example.FromString(record)
+      feature = example.features.feature
+      encoded = feature['image/encoded'].bytes_list.value[0]
+      with Image.open(io.BytesIO(encoded)) as image:
+        pixels = np.asarray(image.convert('L'))
+      raw.append(pixels)
+      images.append(lenet_preprocess_numpy(pixels))
+      labels.append(feature['image/class/label'].int64_list.value[0])
+  return np.stack(images), np.array(labels, np.int64), np.stack(raw)
+
+
+def reference_logits(values, images, num_classes=10, use_batch_norm=False):
+  """LeNet (is_training=False) in a graph of its own, loaded with `values` by name."""
+  with tf.Graph().as_default():
+    inputs = tf.placeholder(tf.float32, [None, 28, 28, 1])
+    kwargs = {'use_batch_norm': True} if use_batch_norm else {}
+    network_fn = nets_factory.get_network_fn('lenet', num_classes, is_training=False,
+                                             **kwargs)
+    logits, _ = network_fn(inputs)
+    variables = slim.get_model_variables()
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      for var in variables:
+        var.load(values[var.op.name], sess)
+      return sess.run(logits, {inputs: images})
+
+
+def accuracy_and_recall5(logits, labels):
+  accuracy = float(np.mean(np.argmax(logits, axis=1) == labels))
+  top5 = np.argsort(-logits, axis=1)[:, :5]
+  recall = float(np.mean([label in row for label, row in zip(labels, top5)]))
+  return accuracy, recall
+
+
+def checkpoint_values(path):
+  reader = tf.train.load_checkpoint(path)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def ema_values(values):
+  return {name: values[name + '/ExponentialMovingAverage'] for name in values
+          if name + '/ExponentialMovingAverage' in values}
+
+
+def write_checkpoint(prefix, values):
+  """Saves exactly `values` (name -> array) as a checkpoint; returns its prefix."""
+  with tf.Graph().as_default():
+    variables = {name: tf.Variable(value, name=name.replace('/', '_'))
+                 for name, value in values.items()}
+    saver = tf.train.Saver(variables)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      return saver.save(sess, prefix, write_meta_graph=False)
+
+
+def event_values(directory):
+  """{tag: [(step, value)]} of every events file in directory."""
+  found = {}
+  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
+    for event in tf.train.summary_iterator(path):
+      for value in event.summary.value:
+        found.setdefault(value.tag, []).append((event.step, value.simple_value))
+  return found
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope='module')
+def digits_dir(tmp_path_factory):
+  directory = str(tmp_path_factory.mktemp('digits'))
+  convert('digits', directory)
+  return directory
+
+
+@pytest.fixture(scope='module')
+def raw_test_split(digits_dir):
+  return read_split(digits_dir)
+
+
+@pytest.fixture(scope='module')
+def test_split(raw_test_split):
+  images, labels, _ = raw_test_split
+  assert images.shape == (NUM_TEST, 28, 28, 1)
+  return images, labels
+
+
+def _train(digits_dir, train_dir, **overrides):
+  values = dict(
+      dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+      train_dir=str(train_dir), num_clones=2, clone_on_cpu=True, max_number_of_steps=40,
+      optimizer='momentum', momentum=0.9, learning_rate=0.02,
+      learning_rate_decay_type='fixed', num_readers=1, num_preprocessing_threads=1,
+      batch_size=32, log_every_n_steps=10, save_summaries_secs=600,
+      save_interval_secs=600)
+  values.update(overrides)
+  return train(TrainConfig(**values))
+
+
+@pytest.fixture(scope='module')
+def two_clone_checkpoint(digits_dir, tmp_path_factory):
+  """A LeNet trained 40 steps with 2 clones on 2 logical CPUs: its checkpoint prefix."""
+  result = _train(digits_dir, tmp_path_factory.mktemp('two_clones') / 'train')
+  assert result.global_step == 40
+  return result.checkpoint
+
+
+@pytest.fixture(scope='module')
+def ema_checkpoint(digits_dir, tmp_path_factory):
+  result = _train(digits_dir, tmp_path_factory.mktemp('ema') / 'train',
+                  max_number_of_steps=30, moving_average_decay=0.9)
+  return result.checkpoint
+
+
+def eval_config(digits_dir, checkpoint_path, **overrides):
+  values = dict(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+                checkpoint_path=checkpoint_path, num_preprocessing_threads=1)
+  values.update(overrides)
+  return EvalConfig(**values)
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_reference_reads_sklearn_digits(raw_test_split):
+  """The reference inputs are real digits: each decoded test image is an sklearn digit of
+  the same label, 0..16 scaled to 0..255 (rounded), and the test split is stratified."""
+  from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
+  data = load_digits()
+  scaled = np.floor(data.images * 255.0 / 16.0 + 0.5).astype(np.uint8)
+  known = {(int(label), image.tobytes()) for label, image in zip(data.target, scaled)}
+  _, labels, raw = raw_test_split
+  assert raw.shape == (NUM_TEST, 8, 8)
+  assert all((int(label), image.tobytes()) in known for label, image in zip(labels, raw))
+  assert len({image.tobytes() for image in raw}) > 350  # distinct examples, not repeats
+  counts = np.bincount(labels, minlength=10)
+  assert counts.sum() == NUM_TEST and counts.min() >= 35 and counts.max() <= 37
+
+
+def test_reference_preprocessing_is_tf_bilinear_resize(raw_test_split):
+  """The NumPy resize agrees with TF 2's tf.image.resize (bilinear, half-pixel)."""
+  images, _, raw = raw_test_split
+  with tf.Graph().as_default(), tf.Session() as sess:
+    resized = sess.run(tf.compat.v2.image.resize(
+        raw[:20, :, :, None].astype(np.float32), [28, 28], method='bilinear'))
+  np.testing.assert_allclose(images[:20], (resized - 128.0) / 128.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_evaluates_every_test_example_once(digits_dir, test_split, two_clone_checkpoint):
+  images, labels = test_split
+  expected = accuracy_and_recall5(
+      reference_logits(checkpoint_values(two_clone_checkpoint), images), labels)
+  result = evaluate(eval_config(digits_dir, two_clone_checkpoint))
+  assert result.num_examples == NUM_TEST
+  assert result.global_step == 40
+  assert result.checkpoint == two_clone_checkpoint
+  assert result.accuracy == pytest.approx(expected[0], abs=1e-6)
+  assert result.recall_at_5 == pytest.approx(expected[1], abs=1e-6)
+  # A batch size that does not divide 360: the last partial batch is evaluated too.
+  odd = evaluate(eval_config(digits_dir, two_clone_checkpoint, batch_size=7))
+  assert odd.num_examples == NUM_TEST
+  assert odd.accuracy == pytest.approx(expected[0], abs=1e-6)
+  assert odd.recall_at_5 == pytest.approx(expected[1], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_checkpoint_directory_gives_its_latest_checkpoint(digits_dir, two_clone_checkpoint):
+  result = evaluate(eval_config(digits_dir, os.path.dirname(two_clone_checkpoint)))
+  assert result.checkpoint == two_clone_checkpoint
+  assert result.global_step == 40
+
+
+@pytest.mark.slow
+def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint):
+  """Variables carry no clone prefix: the same values saved from a plain one-device graph
+  evaluate to the same numbers."""
+  values = checkpoint_values(two_clone_checkpoint)
+  assert not [name for name in values if 'clone' in name]
+  assert set(LENET_VARIABLES) <= set(values)
+  plain = write_checkpoint(str(tmp_path / 'plain.ckpt'),
+                           {name: values[name] for name in LENET_VARIABLES + ('global_step',)})
+  first = evaluate(eval_config(digits_dir, two_clone_checkpoint))
+  second = evaluate(eval_config(digits_dir, plain))
+  assert (second.accuracy, second.recall_at_5, second.num_examples, second.global_step) == (
+      first.accuracy, first.recall_at_5, first.num_examples, first.global_step)
+
+
+@pytest.mark.slow
+def test_eval_dir_summaries(digits_dir, tmp_path, two_clone_checkpoint):
+  eval_dir = str(tmp_path / 'eval')
+  result = evaluate(eval_config(digits_dir, two_clone_checkpoint, eval_dir=eval_dir))
+  found = event_values(eval_dir)
+  assert found['eval/Accuracy'] == [(40, pytest.approx(result.accuracy))]
+  assert found['eval/Recall_5'] == [(40, pytest.approx(result.recall_at_5))]
+
+
+@pytest.mark.slow
+def test_moving_average_weights_are_evaluated(digits_dir, test_split, ema_checkpoint):
+  images, labels = test_split
+  values = checkpoint_values(ema_checkpoint)
+  averaged = ema_values(values)
+  assert sorted(averaged) == sorted(LENET_VARIABLES)
+  expected = accuracy_and_recall5(reference_logits(averaged, images), labels)
+  result = evaluate(eval_config(digits_dir, ema_checkpoint, moving_average_decay=0.9))
+  assert result.num_examples == NUM_TEST
+  assert result.accuracy == pytest.approx(expected[0], abs=1e-6)
+  assert result.recall_at_5 == pytest.approx(expected[1], abs=1e-6)
+  raw = accuracy_and_recall5(reference_logits(values, images), labels)
+  plain = evaluate(eval_config(digits_dir, ema_checkpoint))
+  assert plain.accuracy == pytest.approx(raw[0], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_moving_average_restores_shadows_not_weights(digits_dir, test_split, tmp_path,
+                                                     two_clone_checkpoint):
+  """A checkpoint whose raw weights and shadows differ on purpose: trained shadows, random
+  raw weights. Each mode must score exactly as its own set of weights."""
+  images, labels = test_split
+  trained = checkpoint_values(two_clone_checkpoint)
+  rng = np.random.RandomState(0)
+  noise = {name: (0.05 * rng.standard_normal(trained[name].shape)).astype(np.float32)
+           for name in LENET_VARIABLES}
+  crafted = dict(noise)
+  crafted.update({name + '/ExponentialMovingAverage': trained[name]
+                  for name in LENET_VARIABLES})
+  crafted['global_step'] = np.array(77, np.int64)
+  prefix = write_checkpoint(str(tmp_path / 'crafted.ckpt'), crafted)
+  expected_ema = accuracy_and_recall5(reference_logits(trained, images), labels)
+  expected_raw = accuracy_and_recall5(reference_logits(noise, images), labels)
+  assert expected_ema[0] != expected_raw[0]
+  with_ema = evaluate(eval_config(digits_dir, prefix, moving_average_decay=0.9999))
+  without = evaluate(eval_config(digits_dir, prefix))
+  assert with_ema.global_step == 77
+  assert with_ema.accuracy == pytest.approx(expected_ema[0], abs=1e-6)
+  # Random weights give near-tied logits; summation order (oneDNN threading under load)
+  # may flip one argmax against the NumPy reference, so allow one example of difference.
+  assert without.accuracy == pytest.approx(expected_raw[0], abs=1.01 / NUM_TEST)
+
+
+@pytest.mark.slow
+def test_batch_norm_evaluates_with_moving_statistics(digits_dir, test_split, tmp_path):
+  images, labels = test_split
+  result = _train(digits_dir, tmp_path / 'bn', max_number_of_steps=20, use_batch_norm=True)
+  values = checkpoint_values(result.checkpoint)
+  assert np.any(values['LeNet/conv1/BatchNorm/moving_mean'] != 0)
+  expected = accuracy_and_recall5(
+      reference_logits(values, images, use_batch_norm=True), labels)
+  metrics = evaluate(eval_config(digits_dir, result.checkpoint, use_batch_norm=True))
+  assert metrics.num_examples == NUM_TEST
+  assert metrics.accuracy == pytest.approx(expected[0], abs=1e-6)
+  # Without batch norm the model does not match the checkpoint (no biases there).
+  with pytest.raises(ConfigError):
+    evaluate(eval_config(digits_dir, result.checkpoint))
+
+
+@pytest.mark.slow
+def test_max_num_batches_limits_the_examples(digits_dir, test_split, two_clone_checkpoint):
+  images, labels = test_split
+  result = evaluate(eval_config(digits_dir, two_clone_checkpoint, batch_size=100,
+                                max_num_batches=1))
+  assert result.num_examples == 100
+  # Evaluation reads the files in order: the first 100 records.
+  expected = accuracy_and_recall5(
+      reference_logits(checkpoint_values(two_clone_checkpoint), images[:100]), labels[:100])
+  assert result.accuracy == pytest.approx(expected[0], abs=1e-6)
+
+
+def test_missing_checkpoint_is_a_config_error(digits_dir, tmp_path):
+  missing = str(tmp_path / 'no' / 'model.ckpt-1')
+  with pytest.raises(ConfigError, match='checkpoint_path'):
+    evaluate(eval_config(digits_dir, missing))
+  with pytest.raises(ConfigError, match='holds no checkpoint'):
+    evaluate(eval_config(digits_dir, str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_checkpoint_of_another_class_count_is_a_config_error(digits_dir,
+                                                            two_clone_checkpoint):
+  with pytest.raises(ConfigError) as error:
+    evaluate(eval_config(digits_dir, two_clone_checkpoint, labels_offset=1))
+  assert two_clone_checkpoint in str(error.value)
+  assert '9 classes' in str(error.value)
+
+
+@pytest.mark.slow
+def test_checkpoint_of_another_model_is_a_config_error(digits_dir, two_clone_checkpoint):
+  with pytest.raises(ConfigError) as error:
+    evaluate(eval_config(digits_dir, two_clone_checkpoint, model_name='cifarnet'))
+  assert two_clone_checkpoint in str(error.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('suffix', ['.index', '.data-00000-of-00001'])
+def test_checkpoint_file_evaluates_its_prefix(digits_dir, two_clone_checkpoint, suffix):
+  """model.ckpt-N.index (or .data-...) is a file of checkpoint model.ckpt-N, which matches
+  the model: evaluate it, or refuse with a ConfigError that does not blame the model."""
+  try:
+    result = evaluate(eval_config(digits_dir, two_clone_checkpoint + suffix))
+  except ConfigError as error:
+    assert 'does not match' not in str(error)
+    return
+  assert result.checkpoint == two_clone_checkpoint
+  assert result.num_examples == NUM_TEST
+
+
+@pytest.mark.parametrize('flag', ['checkpoint_path', 'dataset_name', 'dataset_dir',
+                                  'model_name'])
+def test_required_flags(digits_dir, flag):
+  config = dataclasses.replace(eval_config(digits_dir, '/nowhere'), **{flag: None})
+  with pytest.raises(ConfigError, match='--%s is required' % flag):
+    evaluate(config)
+
+
+def test_bad_batch_size_and_model(digits_dir, tmp_path):
+  with pytest.raises(ConfigError, match='batch_size'):
+    evaluate(eval_config(digits_dir, str(tmp_path), batch_size=0))
+  with pytest.raises(ConfigError, match='model_name=nope'):
+    evaluate(eval_config(digits_dir, str(tmp_path), model_name='nope'))

@@ -1,0 +1,197 @@
+"""ProgressStep with a fake session and a fake clock: lines, rates and stopping."""
+
+import logging
+import re
+import threading
+import types
+
+import pytest
+
+from training import progress
+from training.progress import ProgressStep
+
+LINE = re.compile(r'^step (\d+): loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
+                  r'(\d+\.\d{3}) sec/step\)$')
+
+
+class FakeClock:
+  """Stands for the time module in training.progress; only moves when told to."""
+
+  def __init__(self, start=1000.0):
+    self.now = start
+
+  def time(self):
+    return self.now
+
+
+class FakeSession:
+  """`run([train_op, global_step])` -> (loss, step).
+
+  Each call takes `seconds` on `clock` and moves the global step by `jump` (more than 1
+  when other asynchronous workers also step). The loss of call i is 1/i by default.
+  """
+
+  def __init__(self, clock=None, seconds=0.1, jump=1, start=0, losses=None):
+    self.clock = clock
+    self.seconds = seconds
+    self.step = start
+    self.jump = jump
+    self.calls = 0
+    self.fetches = []
+    self._losses = losses
+
+  def run(self, fetches):
+    if not isinstance(fetches, (list, tuple)):
+      return self.step  # Reading the global step alone: no training step, no time.
+    self.fetches.append(fetches)
+    if self.clock is not None:
+      self.clock.now += self.seconds
+    self.calls += 1
+    self.step += self.jump
+    loss = self._losses[self.calls - 1] if self._losses else 1.0 / self.calls
+    return loss, self.step
+
+
+@pytest.fixture
+def clock(monkeypatch):
+  fake = FakeClock()
+  monkeypatch.setattr(progress, 'time', types.SimpleNamespace(time=fake.time))
+  return fake
+
+
+@pytest.fixture
+def lines(caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+
+  def get():
+    found = []
+    for record in caplog.records:
+      match = LINE.match(record.getMessage())
+      if match:
+        found.append((int(match.group(1)), float(match.group(2)), float(match.group(3)),
+                      float(match.group(4))))
+    return found
+  return get
+
+
+def _run(step_fn, sess, max_calls=1000):
+  """Calls step_fn as slim.learning.train does until it asks to stop; returns the calls."""
+  for call in range(1, max_calls + 1):
+    _, should_stop = step_fn(sess, 'train_op', 'global_step', {})
+    if should_stop:
+      return call
+  return None
+
+
+def test_logs_every_n_steps_with_rates(clock, lines):
+  sess = FakeSession(clock, seconds=0.5)
+  step_fn = ProgressStep(examples_per_step=64, number_of_steps=12, log_every_n_steps=4)
+  calls = _run(step_fn, sess)
+  assert calls == 12
+  # Lines at steps 4, 8, 12: 4 steps of 64 examples in 4 x 0.5 s each time.
+  got = lines()
+  assert [line[0] for line in got] == [4, 8, 12]
+  for step, loss, rate, sec_per_step in got:
+    assert loss == pytest.approx(1.0 / step, abs=5e-5)
+    assert rate == pytest.approx(4 * 64 / 2.0)
+    assert sec_per_step == pytest.approx(0.5)
+  assert step_fn.examples_per_sec == pytest.approx(128.0)
+  assert step_fn.last_global_step == 12
+  assert step_fn.last_loss == pytest.approx(1.0 / 12)
+  # One session call per step, fetching [train_op, global_step].
+  assert sess.calls == 12
+  assert sess.fetches[0] == ['train_op', 'global_step']
+
+
+def test_first_interval_counts_from_the_first_step(clock, lines):
+  """The first line covers the first steps only, not the time before training."""
+  step_fn = ProgressStep(examples_per_step=10, number_of_steps=2, log_every_n_steps=2)
+  clock.now += 1000.0  # start-up (session creation, restore) after the step fn exists
+  _run(step_fn, FakeSession(clock, seconds=0.25))
+  (step, _, rate, sec_per_step), = lines()
+  assert step == 2
+  assert sec_per_step == pytest.approx(0.25)
+  assert rate == pytest.approx(2 * 10 / 0.5)
+
+
+def test_no_lines_when_log_every_is_zero(clock, lines):
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=5, log_every_n_steps=0)
+  assert _run(step_fn, FakeSession(clock)) == 5
+  assert lines() == []
+  assert step_fn.last_global_step == 5
+
+
+def test_stops_at_number_of_steps_counting_the_global_step(clock):
+  # Resuming at global step 7 with number_of_steps=10: three more steps.
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=10, log_every_n_steps=0)
+  assert _run(step_fn, FakeSession(clock, start=7)) == 3
+  assert step_fn.last_global_step == 10
+
+
+def test_never_stops_without_number_of_steps(clock):
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0)
+  assert _run(step_fn, FakeSession(clock), max_calls=50) is None
+
+
+def test_stops_when_the_event_is_set(clock):
+  event = threading.Event()
+  sess = FakeSession(clock)
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0,
+                         stop_event=event)
+  for _ in range(3):
+    _, should_stop = step_fn(sess, 'train_op', 'global_step', {})
+    assert not should_stop
+  event.set()
+  loss, should_stop = step_fn(sess, 'train_op', 'global_step', {})
+  assert should_stop
+  assert loss == pytest.approx(1.0 / 4)
+  assert sess.calls == 4
+
+
+def test_returns_the_loss_of_the_step(clock):
+  sess = FakeSession(clock, losses=[2.5, 1.25])
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=2, log_every_n_steps=0)
+  assert step_fn(sess, 'train_op', 'global_step', {}) == (2.5, False)
+  assert step_fn(sess, 'train_op', 'global_step', {}) == (1.25, True)
+  assert step_fn.last_loss == 1.25
+
+
+def test_asynchronous_global_step_counts_local_steps(clock, lines):
+  """Other workers move the global step too: 3 per call here. Rates count this worker.
+
+  A line comes each time the global step crosses a multiple of 5 (at 6, 12, 15, 21, 27,
+  30), after 1 or 2 calls of this worker; either way one batch of 32 per 0.2 s.
+  """
+  sess = FakeSession(clock, seconds=0.2, jump=3)
+  step_fn = ProgressStep(examples_per_step=32, number_of_steps=30, log_every_n_steps=5)
+  assert _run(step_fn, sess) == 10
+  got = lines()
+  assert [line[0] for line in got] == [6, 12, 15, 21, 27, 30]
+  for _, _, rate, sec_per_step in got:
+    assert rate == pytest.approx(32 / 0.2)  # not 3 global steps x 32 per call
+    assert sec_per_step == pytest.approx(0.2)  # per local step, not per global step
+
+
+def test_asynchronous_global_step_every_call_on_a_multiple(clock, lines):
+  sess = FakeSession(clock, seconds=0.5, jump=3)
+  step_fn = ProgressStep(examples_per_step=32, number_of_steps=9, log_every_n_steps=3)
+  assert _run(step_fn, sess) == 3
+  got = lines()
+  assert [line[0] for line in got] == [3, 6, 9]
+  for _, _, rate, sec_per_step in got:
+    assert rate == pytest.approx(32 / 0.5)
+    assert sec_per_step == pytest.approx(0.5)
+
+
+def test_asynchronous_global_step_that_skips_the_multiples_still_logs(clock, lines):
+  """Two asynchronous workers in lock step: this one sees global steps 1, 3, 5, ...
+
+  The docstring promises a line every log_every_n_steps global steps; a worker whose
+  global step never lands on a multiple of it must still report (here: none of
+  1, 3, ..., 39 is a multiple of 4).
+  """
+  sess = FakeSession(clock, seconds=0.1, jump=2, start=-1)
+  step_fn = ProgressStep(examples_per_step=32, number_of_steps=39, log_every_n_steps=4)
+  assert _run(step_fn, sess) == 20
+  assert len(lines()) >= 5
+  assert step_fn.examples_per_sec == pytest.approx(32 / 0.1)
