@@ -107,21 +107,44 @@ def write_shards(records, output_dir, split_name, num_shards, num_records=None):
   paths = []
   for index in range(num_shards):
     chunk = (index + 1) * total // num_shards - index * total // num_shards
-    final = os.path.join(output_dir, shard_name(split_name, index, num_shards))
-    temporary = os.path.join(output_dir, '.%s.tmp-%s' % (os.path.basename(final),
-                                                        uuid.uuid4().hex[:12]))
-    try:
-      _write_temporary(temporary, itertools.islice(iterator, chunk), chunk)
-      if index == num_shards - 1 and next(iterator, None) is not None:
-        raise ValueError('records yielded more than num_records=%d' % total)
-      tf.io.gfile.rename(temporary, final, overwrite=True)
-    except BaseException:
-      # Also on KeyboardInterrupt: the temporary file must not outlive the failed write.
-      _remove_quietly(temporary)
-      raise
-    paths.append(final)
+    last = index == num_shards - 1
+    paths.append(write_shard(itertools.islice(iterator, chunk), output_dir, split_name,
+                             index, num_shards, num_records=chunk,
+                             check_exhausted=iterator if last else None))
   _remove_stale_shards(output_dir, split_name, keep=paths)
   return paths
+
+
+def write_shard(records, output_dir, split_name, index, num_shards, num_records,
+                check_exhausted=None):
+  """Writes one shard atomically: to a temporary name, renamed when complete.
+
+  Args:
+    records: iterable of exactly `num_records` serialized records.
+    output_dir, split_name, index, num_shards: name the shard
+      (`<output_dir>/<split_name>-<index>-of-<num_shards>`).
+    check_exhausted: optional iterator that must be empty after this shard (the source
+      of all records, when this is the last shard).
+
+  Returns:
+    The final path. On any failure nothing is left under the final name or the
+    temporary one.
+  """
+  _check_arguments(split_name, num_shards)
+  tf.io.gfile.makedirs(output_dir)
+  final = os.path.join(output_dir, shard_name(split_name, index, num_shards))
+  temporary = os.path.join(output_dir, '.%s.tmp-%s' % (os.path.basename(final),
+                                                      uuid.uuid4().hex[:12]))
+  try:
+    _write_temporary(temporary, records, num_records)
+    if check_exhausted is not None and next(check_exhausted, None) is not None:
+      raise ValueError('records yielded more than num_records')
+    tf.io.gfile.rename(temporary, final, overwrite=True)
+  except BaseException:
+    # Also on KeyboardInterrupt: the temporary file must not outlive the failed write.
+    _remove_quietly(temporary)
+    raise
+  return final
 
 
 def find_shards(output_dir, split_name):
