@@ -1,0 +1,295 @@
+"""The tf.data input of video classifiers (I3D): clip records -> sampled, cropped clip batches.
+
+Records are the SequenceExamples of `video_records` (one JPEG per frame and channel group).
+Each video yields frame indices first; only the JPEGs at those indices are decoded, and each
+distinct frame only once (a 1-frame video looped to 64 frames is one decode).
+
+    with tf.device('/device:CPU:0'):
+      dataset = build_clip_dataset(split, batch_size=6, clip_frames=64, crop_size=224,
+                                   is_training=True, modality='rgb')
+      clips, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+
+Sampling:
+  training     one clip of `clip_frames` consecutive frames from a random start in
+               [0, num_frames), indices taken modulo num_frames, so short videos loop.
+  eval_frames  one clip of the first N frames (looped if the video is shorter), e.g. the
+               whole video up to 250 frames as in I3D testing.
+  eval_clips   K clips of `clip_frames` frames, clip k starting at
+               floor(k * max(num_frames - clip_frames, 0) / max(K - 1, 1)), so the first
+               starts at frame 0 and the last ends at the last frame; all K clips of a video
+               stay in one element so their scores can be averaged per video.
+
+Spatial processing is the same for every frame of a video:
+  - frames whose short side is below `crop_size` are first resized (bilinear, half-pixel
+    centres, aspect kept) so that the short side is `crop_size`; larger frames are used as
+    stored (the converter already resized them, e.g. short side 256);
+  - training takes one random crop and one random horizontal flip per clip, evaluation the
+    centre crop and no flip;
+  - values are scaled with x / 127.5 - 1: rgb 0..255 -> [-1, 1]; flow is stored as
+    round((flow + 20) * 255 / 40), so the same formula gives flow / 20 in [-1, 1].
+A horizontal flip mirrors the motion too: what moved right now moves left, so the
+horizontal flow component u changes sign. In the stored encoding -u is 255 - u; v is only
+mirrored. Without this the flipped flow would contradict the flipped pixels.
+
+Randomness: every training element is paired with a key from `tf.data.Dataset.random(seed)`
+and its start, crop and flip come from stateless ops keyed on it, so they do not depend on
+which parallel map call handles the element. With a seed, file order, record shuffle and
+keys are seeded and the pipeline is deterministic, so runs repeat exactly.
+"""
+
+from datasets import image_input
+from datasets import video_records
+from tf_compat import tf
+
+# Second word of the stateless seed of each random choice of a training clip.
+_START, _OFFSET_Y, _OFFSET_X, _FLIP = range(4)
+
+
+def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_training,
+                       modality=None, num_readers=4, num_parallel_calls=4,
+                       shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
+                       num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
+                       eval_clips=None, prefetch_batches=2):
+  """Builds the dataset of clip batches of one split.
+
+  Pipeline: shard files (a disjoint subset per shard_index) -> shuffled file order when
+  training -> parallel interleave of TFRecord readers -> record shuffle when training ->
+  repeat -> parse, sample indices, decode the chosen frames, crop, flip, scale in one
+  parallel map -> batch -> prefetch.
+
+  Args:
+    split: a DatasetSplit of clip records.
+    batch_size: videos per batch (one clone's batch).
+    clip_frames: frames per clip (training and eval_clips).
+    crop_size: output height and width.
+    is_training: random start, crop and flip, shuffled order; otherwise centre crop and a
+      fixed order.
+    modality: 'rgb' (3 channels) or 'flow' (2: u, v); None takes `split.modality` if the
+      split has one, else 'rgb'.
+    num_readers: shard files read at once.
+    num_parallel_calls: clips parsed and decoded in parallel.
+    shuffle_buffer_size: records in the shuffle buffer (training only; records are large).
+    num_epochs: passes over the data; None repeats forever when training, 1 otherwise.
+    drop_remainder: drop a last partial batch, giving a static batch dimension.
+    seed: seeds file order, record shuffle, starts, crops and flips (training). Without it
+      training is random and tf.data may return elements as soon as they are ready.
+    num_shards, shard_index: keep every num_shards-th file starting at shard_index, so
+      cluster workers read disjoint files. Needs at least num_shards files.
+    labels_offset: subtracted from every label.
+    eval_frames: evaluation only: one clip of the first N frames per video.
+    eval_clips: evaluation only: K clips of clip_frames per video. When neither eval_frames
+      nor eval_clips is given, evaluation uses eval_clips=1.
+    prefetch_batches: batches prepared ahead of the consumer.
+
+  Returns:
+    tf.data.Dataset of
+      training:     (clips float32 [batch, clip_frames, crop, crop, C], labels int64 [batch])
+      eval_frames:  (clips float32 [batch, N, crop, crop, C], labels, video_ids string [batch])
+      eval_clips:   (clips float32 [batch, K, clip_frames, crop, crop, C], labels, video_ids)
+    with values in [-1, 1]; batch is static when drop_remainder is True.
+
+  Raises:
+    ValueError: a bad argument, naming it and the accepted values; no shard files.
+  """
+  image_input._check_positive(  # pylint: disable=protected-access
+      batch_size=batch_size, clip_frames=clip_frames, crop_size=crop_size,
+      num_readers=num_readers, num_parallel_calls=num_parallel_calls,
+      shuffle_buffer_size=shuffle_buffer_size, num_shards=num_shards,
+      prefetch_batches=prefetch_batches)
+  modality = _resolve_modality(split, modality)
+  eval_frames, eval_clips = _resolve_eval_sampling(is_training, eval_frames, eval_clips)
+  image_input._check_arguments(  # pylint: disable=protected-access
+      split, num_epochs, num_shards, shard_index, labels_offset)
+  files = image_input._input_files(  # pylint: disable=protected-access
+      split, num_shards, shard_index)
+
+  dataset = _read_records(files, is_training, num_readers, shuffle_buffer_size, seed)
+  if is_training:
+    dataset = dataset.repeat(num_epochs)
+    dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.random(seed=seed)))
+    sample = _training_sampler(modality, clip_frames, crop_size, labels_offset)
+  else:
+    dataset = dataset.repeat(num_epochs or 1)
+    sample = _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
+                           eval_clips)
+  dataset = dataset.map(sample, num_parallel_calls=num_parallel_calls)
+  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+  dataset = dataset.prefetch(prefetch_batches)
+  return dataset.with_options(image_input.pipeline_options(
+      deterministic=not is_training or seed is not None))
+
+
+def _resolve_modality(split, modality):
+  """The explicit modality, else the split's, else 'rgb'; checked against the split's."""
+  split_modality = getattr(split, 'modality', None)
+  modality = modality or split_modality or 'rgb'
+  if modality not in video_records.MODALITIES:
+    raise ValueError('modality=%r is not accepted: use one of %s'
+                     % (modality, ', '.join(sorted(video_records.MODALITIES))))
+  if split_modality is not None and split_modality != modality:
+    raise ValueError('modality=%r is not accepted: %s %s holds %r records'
+                     % (modality, split.name, split.split_name, split_modality))
+  return modality
+
+
+def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
+  """-> (eval_frames, eval_clips) with at most one set; (None, 1) when evaluating by default."""
+  for name, value in (('eval_frames', eval_frames), ('eval_clips', eval_clips)):
+    if value is None:
+      continue
+    if is_training:
+      raise ValueError('%s=%r is not accepted when is_training=True: it chooses the '
+                       'evaluation sampling; use None' % (name, value))
+    image_input._check_positive(**{name: value})  # pylint: disable=protected-access
+  if eval_frames is not None and eval_clips is not None:
+    raise ValueError('eval_frames=%r and eval_clips=%r are not accepted together: set one '
+                     '(first N frames, or K clips of clip_frames) or neither (1 clip)'
+                     % (eval_frames, eval_clips))
+  if not is_training and eval_frames is None and eval_clips is None:
+    eval_clips = 1
+  return eval_frames, eval_clips
+
+
+def _read_records(files, is_training, num_readers, shuffle_buffer_size, seed):
+  """Serialized records of `files`, file order and records shuffled when training."""
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if is_training:
+    dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+  readers = min(num_readers, len(files))
+  dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=readers, block_length=1,
+                               num_parallel_calls=readers)
+  if is_training:
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+  return dataset
+
+
+def _training_sampler(modality, clip_frames, crop_size, labels_offset):
+  """-> map function (serialized, key int64) -> (clip [T, crop, crop, C], label)."""
+
+  def sample(serialized, key):
+    context, frames = video_records.parse_clip(serialized, modality)
+
+    def uniform(maxval, purpose):
+      """A stateless integer in [0, maxval) for one choice of this element."""
+      return tf.random.stateless_uniform([], tf.stack([key, tf.constant(purpose, tf.int64)]),
+                                         minval=0, maxval=maxval, dtype=tf.int32)
+
+    num_frames = tf.shape(frames)[0]
+    indices = (uniform(num_frames, _START) + tf.range(clip_frames)) % num_frames
+
+    def random_offsets(height, width):
+      return (uniform(height - crop_size + 1, _OFFSET_Y),
+              uniform(width - crop_size + 1, _OFFSET_X))
+
+    flip = tf.equal(uniform(2, _FLIP), 1)
+    clip = _clip_at(frames, indices, modality, crop_size, random_offsets, flip)
+    return clip, context['clip/label/index'] - labels_offset
+
+  return sample
+
+
+def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips):
+  """-> map function serialized -> (clips, label, video_id), centre crop, no flip."""
+
+  def centre_offsets(height, width):
+    return (height - crop_size) // 2, (width - crop_size) // 2
+
+  def sample(serialized):
+    context, frames = video_records.parse_clip(serialized, modality)
+    num_frames = tf.shape(frames)[0]
+    if eval_frames is not None:
+      indices = tf.range(eval_frames) % num_frames                       # [N]
+    else:
+      starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
+      indices = (starts[:, None] + tf.range(clip_frames)[None, :]) % num_frames
+    clips = _clip_at(frames, indices, modality, crop_size, centre_offsets, flip=None)
+    return clips, context['clip/label/index'] - labels_offset, context['example/id']
+
+  return sample
+
+
+def _uniform_clip_starts(num_frames, clip_frames, num_clips):
+  """int32 [num_clips]: floor(k * max(num_frames - clip_frames, 0) / max(num_clips - 1, 1))."""
+  span = tf.maximum(num_frames - clip_frames, 0)
+  return tf.range(num_clips) * span // max(num_clips - 1, 1)
+
+
+def _clip_at(frames, indices, modality, crop_size, offsets_fn, flip):
+  """Decodes and crops the frames at `indices` (any static shape, e.g. [T] or [K, T]).
+
+  Args:
+    frames: the parsed JPEGs, string [num_frames] (rgb) or [num_frames, 2] (flow).
+    indices: int32 frame indices; repeated indices are decoded once.
+    offsets_fn: (height, width) of the (resized) frames -> crop offsets (y, x), shared by
+      every frame.
+    flip: bool scalar tensor flipping every frame, or None for no flip.
+
+  Returns:
+    float32 indices.shape + [crop_size, crop_size, C] in [-1, 1].
+  """
+  unique, positions = tf.unique(tf.reshape(indices, [-1]))
+  images = _crop(_decode(tf.gather(frames, unique), modality), crop_size, offsets_fn)
+  if flip is not None:
+    images = tf.cond(flip, lambda: _flip_left_right(images, modality), lambda: images)
+  images = images / 127.5 - 1.0
+  channels = video_records.MODALITIES[modality]
+  return tf.reshape(tf.gather(images, positions),
+                    indices.shape.as_list() + [crop_size, crop_size, channels])
+
+
+def _decode(jpegs, modality):
+  """string [U] (rgb) or [U, 2] (flow u, v) -> uint8 [U, H, W, C].
+
+  Every frame of a video has the same size (the record's image/height and image/width).
+  The accurate integer DCT gives the pixels of libjpeg's default (Pillow, OpenCV), which
+  the published I3D loaders used; TensorFlow's default fast DCT is up to 4 levels off and
+  was no faster here. Frames are decoded whole: decode_and_crop_jpeg would decode only the
+  window, but its pixels differ from a whole decode near the window's edges in
+  chroma-subsampled JPEGs.
+  """
+  def grey_or_rgb(jpeg, channels):
+    return tf.io.decode_jpeg(jpeg, channels=channels, dct_method='INTEGER_ACCURATE')
+
+  if modality == 'rgb':
+    decode = lambda jpeg: grey_or_rgb(jpeg, 3)
+  else:
+    decode = lambda pair: tf.concat([grey_or_rgb(pair[0], 1), grey_or_rgb(pair[1], 1)],
+                                    axis=-1)
+  channels = video_records.MODALITIES[modality]
+  return tf.map_fn(decode, jpegs, fn_output_signature=tf.TensorSpec([None, None, channels],
+                                                                    tf.uint8))
+
+
+def _crop(images, size, offsets_fn):
+  """uint8 [U, H, W, C] -> float32 [U, size, size, C] 0..255, one window for every frame.
+
+  Frames whose short side is below `size` are first resized (bilinear, aspect kept) so that
+  the short side is `size`. Larger frames are cropped before the float conversion, so only
+  the window is ever held as float.
+  """
+  shape = tf.shape(images)
+  height, width = shape[1], shape[2]
+  short = tf.minimum(height, width)
+
+  def window(frames, frames_height, frames_width):
+    y, x = offsets_fn(frames_height, frames_width)
+    return frames[:, y:y + size, x:x + size, :]
+
+  def resize_then_crop():
+    # Integer rounding keeps the short side exactly `size`.
+    new_height = (height * size + short // 2) // short
+    new_width = (width * size + short // 2) // short
+    resized = tf.compat.v2.image.resize(images, tf.stack([new_height, new_width]),
+                                        method='bilinear')
+    return window(resized, new_height, new_width)
+
+  return tf.cond(short < size, resize_then_crop,
+                 lambda: tf.cast(window(images, height, width), tf.float32))
+
+
+def _flip_left_right(images, modality):
+  """Mirrors float [N, H, W, C] 0..255 frames; flow u becomes -u, i.e. 255 - u stored."""
+  images = tf.reverse(images, axis=[2])
+  if modality == 'flow':
+    images = tf.concat([255.0 - images[..., :1], images[..., 1:]], axis=-1)
+  return images
