@@ -2,7 +2,8 @@
 
 A converted dataset directory holds, per split, TFRecord shards `<split>-0000i-of-000NN`,
 plus `labels.txt` (slim's format, one `index:name` per line) and `dataset_info.json`
-(`{"dataset_name", "num_classes", "num_channels", "splits": {split: size}}`). The info file
+(`{"dataset_name", "num_classes", "num_channels", "splits": {split: size}}`, plus
+`"modality": "rgb" | "flow"` and any converter metadata for video datasets). The info file
 is removed when a conversion starts and written last, so its presence means the conversion
 finished.
 """
@@ -20,6 +21,7 @@ from tf_compat import tf
 LABELS_FILENAME = 'labels.txt'
 INFO_FILENAME = 'dataset_info.json'
 _INFO_KEYS = ('dataset_name', 'num_classes', 'num_channels', 'splits')
+MODALITY_CHANNELS = {'rgb': 3, 'flow': 2}  # video modality -> channels of a decoded frame
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +44,9 @@ class ConversionResult:
   empty_classes: Tuple[str, ...] = ()
 
 
-def convert_command(dataset_name, output_dir, extra_flags=()):
+def convert_command(dataset_name, output_dir, extra_flags=(), module='datasets.convert_images'):
   """The command line that creates `output_dir` for `dataset_name` (for error messages)."""
-  return ' '.join(['python -m datasets.convert_images', '--dataset_name=%s' % dataset_name]
+  return ' '.join(['python -m %s' % module, '--dataset_name=%s' % dataset_name]
                   + list(extra_flags) + ['--output_dir=%s' % output_dir])
 
 
@@ -102,8 +104,26 @@ def read_dataset_info(dataset_dir):
   return info
 
 
+def _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra):
+  """The dataset_info.json content; checks modality and extra before anything is written."""
+  info = {'dataset_name': dataset_name, 'num_classes': len(class_names),
+          'num_channels': num_channels, 'splits': dict(split_sizes)}
+  if modality is not None:
+    if not isinstance(modality, str) or MODALITY_CHANNELS.get(modality) != num_channels:
+      raise ValueError('modality=%r with num_channels=%r is not accepted; valid: %s'
+                       % (modality, num_channels, ', '.join(
+                           '%s with %d' % item for item in MODALITY_CHANNELS.items())))
+    info['modality'] = modality
+  clashes = sorted(set(extra or ()) & (set(_INFO_KEYS) | {'modality'}))
+  if clashes:
+    raise ValueError('extra may not set %s: they are the standard keys'
+                     % ', '.join(clashes))
+  info.update(extra or {})
+  return info
+
+
 def write_converted_dataset(output_dir, dataset_name, class_names, num_channels, splits,
-                            num_shards):
+                            num_shards, modality=None, extra=None):
   """Writes all shards, then labels.txt, then dataset_info.json (last: it marks completion).
 
   Args:
@@ -114,10 +134,19 @@ def write_converted_dataset(output_dir, dataset_name, class_names, num_channels,
     splits: {split_name: (iterable of serialized records, number of records)}.
     num_shards: upper bound of shards per split; a split never gets more shards than
       records (and at least one), so no reader is handed an empty shard.
+    modality: None for images; 'rgb' (3 channels) or 'flow' (2) for video clips.
+    extra: optional {key: JSON value} stored in dataset_info.json beside the standard keys
+      (e.g. the source split number); it may not override them.
 
   Returns:
     {split_name: list of shard paths}.
+
+  Raises:
+    ValueError: a modality that disagrees with num_channels, or extra overriding a key;
+      nothing is written then.
   """
+  split_sizes = {name: count for name, (_, count) in splits.items()}
+  _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra)
   tf.io.gfile.makedirs(output_dir)
   info_path = os.path.join(output_dir, INFO_FILENAME)
   if tf.io.gfile.exists(info_path):
@@ -126,12 +155,27 @@ def write_converted_dataset(output_dir, dataset_name, class_names, num_channels,
   for split_name, (records, num_records) in splits.items():
     written[split_name] = shard_writer.write_shards(
         records, output_dir, split_name, max(1, min(num_shards, num_records)), num_records)
-  write_labels_file(dict(enumerate(class_names)), output_dir)
-  info = {'dataset_name': dataset_name, 'num_classes': len(class_names),
-          'num_channels': num_channels,
-          'splits': {name: count for name, (_, count) in splits.items()}}
-  write_text_atomically(info_path, json.dumps(info, indent=2) + '\n')
+  write_converted_info(output_dir, dataset_name, class_names, num_channels, split_sizes,
+                       modality=modality, extra=extra)
   return written
+
+
+def write_converted_info(output_dir, dataset_name, class_names, num_channels, split_sizes,
+                         modality=None, extra=None):
+  """Writes labels.txt, then dataset_info.json, for shards a converter has already written.
+
+  For converters that write their own shards (e.g. resumably, shard by shard); the caller
+  removes any old dataset_info.json before its first shard. Arguments as in
+  write_converted_dataset, with `split_sizes` {split_name: number of records}.
+
+  Raises:
+    ValueError: a modality that disagrees with num_channels, or extra overriding a key;
+      nothing is written then.
+  """
+  info = _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra)
+  write_labels_file(dict(enumerate(class_names)), output_dir)
+  write_text_atomically(os.path.join(output_dir, INFO_FILENAME),
+                        json.dumps(info, indent=2) + '\n')
 
 
 def _split_shards(dataset_dir, split_name, command):
@@ -163,6 +207,19 @@ def _checked_info(dataset_name, dataset_dir, command):
   return info
 
 
+def _checked_modality(info, dataset_dir, command):
+  """None for image data; else 'rgb' or 'flow', agreeing with num_channels."""
+  modality = info.get('modality')
+  if modality is not None and (not isinstance(modality, str)
+                               or MODALITY_CHANNELS.get(modality) != info['num_channels']):
+    raise DatasetError('%s has modality %r with num_channels %r; valid: %s; re-run: %s'
+                       % (os.path.join(dataset_dir, INFO_FILENAME), modality,
+                          info['num_channels'], ', '.join('%s with %d' % item for item
+                                                          in MODALITY_CHANNELS.items()),
+                          command))
+  return modality
+
+
 def load_split(dataset_name, split_name, dataset_dir, command):
   """Checks a converted dataset directory and describes one of its splits.
 
@@ -173,7 +230,7 @@ def load_split(dataset_name, split_name, dataset_dir, command):
     command: the conversion command that creates `dataset_dir`, quoted in errors.
 
   Returns:
-    A DatasetSplit.
+    A DatasetSplit; its modality is None for image data, 'rgb' or 'flow' for video clips.
 
   Raises:
     DatasetError: anything missing or inconsistent, in one line naming the fix.
@@ -193,4 +250,22 @@ def load_split(dataset_name, split_name, dataset_dir, command):
       name=dataset_name, split_name=split_name, dataset_dir=dataset_dir,
       file_pattern=shard_writer.shard_file_pattern(dataset_dir, split_name, len(shards)),
       num_samples=int(info['splits'][split_name]), num_classes=int(info['num_classes']),
-      labels_to_names=labels_to_names, num_channels=int(info['num_channels']))
+      labels_to_names=labels_to_names, num_channels=int(info['num_channels']),
+      modality=_checked_modality(info, dataset_dir, command))
+
+
+def load_video_split(dataset_name, split_name, dataset_dir, command, num_classes=None):
+  """`load_split` for video clips: the data must have a modality (and `num_classes`, if set).
+
+  Raises:
+    DatasetError: as load_split, or image data, or another number of classes.
+  """
+  split = load_split(dataset_name, split_name, dataset_dir, command)
+  if split.modality is None:
+    raise DatasetError('%s has no modality (rgb or flow): it is not converted video data; '
+                       're-run: %s' % (os.path.join(dataset_dir, INFO_FILENAME), command))
+  if num_classes is not None and split.num_classes != num_classes:
+    raise DatasetError('%s describes %s with %d classes; %s has %d; re-run: %s'
+                       % (os.path.join(dataset_dir, INFO_FILENAME), dataset_name,
+                          split.num_classes, dataset_name, num_classes, command))
+  return split

@@ -9,7 +9,10 @@ from typing import Callable
 from datasets import convert_digits
 from datasets import convert_image_folder
 from datasets import digits
+from datasets import hmdb51
 from datasets import image_folder
+from datasets import ucf101
+from datasets import video_folder
 # DatasetSplit is re-exported: slim users look for the split type beside get_dataset.
 from datasets.dataset_split import DatasetError, DatasetSplit  # pylint: disable=unused-import
 
@@ -22,7 +25,8 @@ class DatasetEntry:
     name: the registered name (`--dataset_name`).
     get_split: (split_name, dataset_dir) -> DatasetSplit.
     convert: (output_dir, *, image_dir, num_shards, test_fraction, seed) -> ConversionResult;
-      rejects the arguments it has no use for.
+      rejects the arguments it has no use for. Video datasets refuse it: they are converted
+      by `python -m datasets.convert_videos`.
   """
   name: str
   get_split: Callable
@@ -85,5 +89,21 @@ def _convert_image_folder(output_dir, *, image_dir, num_shards, test_fraction, s
                                                    test_fraction, seed)
 
 
+_IMAGE_DATASETS = (digits.NAME, image_folder.NAME)
+
+
+def _video_converter(name):
+  """A `convert` for video dataset `name` that points to the video converter."""
+  def convert(output_dir, **_):
+    raise DatasetError('%s is a video dataset; convert it with: python -m '
+                       'datasets.convert_videos --dataset_name=%s ... --output_dir=%s '
+                       '(convert_images handles %s)'
+                       % (name, name, output_dir, ', '.join(_IMAGE_DATASETS)))
+  return convert
+
+
 register_dataset(digits.NAME, digits.get_split, _convert_digits)
 register_dataset(image_folder.NAME, image_folder.get_split, _convert_image_folder)
+register_dataset(ucf101.NAME, ucf101.get_split, _video_converter(ucf101.NAME))
+register_dataset(hmdb51.NAME, hmdb51.get_split, _video_converter(hmdb51.NAME))
+register_dataset(video_folder.NAME, video_folder.get_split, _video_converter(video_folder.NAME))

@@ -1,7 +1,7 @@
 """What a dataset split is: the description every dataset module's `get_split` returns."""
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Optional
 
 
 class DatasetError(ValueError):
@@ -24,7 +24,8 @@ class DatasetSplit:
     num_samples: number of records in the split.
     num_classes: number of classes (labels are 0..num_classes-1).
     labels_to_names: {label: class name} from labels.txt.
-    num_channels: channels every decoded image has (1 grey, 3 RGB).
+    num_channels: channels every decoded image or frame has (1 grey, 3 RGB, 2 flow u/v).
+    modality: None for image datasets; 'rgb' or 'flow' for the clips of a video dataset.
   """
   name: str
   split_name: str
@@ -35,3 +36,5 @@ class DatasetSplit:
   # A dict is not hashable; leaving it out of the hash keeps the dataclass hashable.
   labels_to_names: Dict[int, str] = dataclasses.field(hash=False)
   num_channels: int
+  # Last and defaulted, so image datasets' constructors need not name it.
+  modality: Optional[str] = None

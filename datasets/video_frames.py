@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-__all__ = ['FLOW_BOUND', 'VideoTask', 'flow_to_uint8', 'tvl1_flow', 'encode_jpeg',
+__all__ = ['BadVideo', 'FLOW_BOUND', 'VideoTask', 'flow_to_uint8', 'tvl1_flow', 'encode_jpeg',
            'process_video']
 
 FLOW_BOUND = 20.0   # flow is clipped to [-FLOW_BOUND, FLOW_BOUND] pixels per frame
@@ -126,6 +126,16 @@ def _folder_frames(task):
           'frame_rate': float(task.fps or 25.0)}
 
 
+class BadVideo(Exception):
+  """The video cannot be converted; str() is the one-line reason for the manifest."""
+
+
 def process_video(task):
-  """Converts one video; raises on bad input (the converter records the reason)."""
-  return _folder_frames(task) if task.from_frames else _video_frames(task)
+  """Converts one video; raises BadVideo with a reason on bad input."""
+  from datasets.video_decode import VideoDecodeError  # pylint: disable=import-outside-toplevel
+  try:
+    return _folder_frames(task) if task.from_frames else _video_frames(task)
+  except VideoDecodeError as error:
+    raise BadVideo(error.reason) from None
+  except (OSError, ValueError) as error:
+    raise BadVideo(str(error)) from None

@@ -8,7 +8,7 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 import dataclasses
 import os
 
-from datasets import dataset_factory
+from datasets import dataset_factory, video_splits
 from deployment import model_deploy
 from nets import nets_factory
 from training import checkpoint_restore, optimization
@@ -181,6 +181,11 @@ def check_train_config(config):
   preprocessing_name = config.preprocessing_name or spec.preprocessing_name
   deploy_config = _deploy_config(config)
   dataset = _lookup_dataset(config)
+  _require(getattr(dataset, 'modality', None) is None,
+           '--dataset_name=%s holds video clips (%s); train_image_classifier trains on '
+           'image datasets: %s' % (config.dataset_name, dataset.modality, ', '.join(
+               n for n in dataset_factory.list_datasets()
+               if n not in video_splits.DATASET_NAMES)))
   _require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None

@@ -18,7 +18,7 @@ def _run(*flags):
 
 @pytest.mark.parametrize('flags, message', [
     (['--dataset_name=mnist'], "error: dataset_name 'mnist' is not a known dataset; valid "
-                               'names: digits, image_folder'),
+                               'names: digits, hmdb51, image_folder, ucf101, video_folder'),
     (['--dataset_name=image_folder'], 'error: --image_dir is required'),
 ])
 def test_user_errors_print_one_line_and_exit_2(tmp_path, flags, message):

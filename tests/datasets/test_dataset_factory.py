@@ -6,7 +6,7 @@ from datasets import dataset_factory
 
 
 def test_list_and_get(digits_dir):
-  assert dataset_factory.list_datasets() == ['digits', 'image_folder']
+  assert dataset_factory.list_datasets() == ['digits', 'hmdb51', 'image_folder', 'ucf101', 'video_folder']
   split = dataset_factory.get_dataset('digits', 'train', digits_dir)
   assert isinstance(split, dataset_factory.DatasetSplit)
   assert (split.name, split.num_samples) == ('digits', 1437)
@@ -15,7 +15,7 @@ def test_list_and_get(digits_dir):
 
 def test_unknown_name_lists_the_valid_ones(digits_dir):
   with pytest.raises(ValueError, match="'mnist' is not a known dataset; valid names: "
-                                       'digits, image_folder'):
+                                       'digits, hmdb51, image_folder, ucf101, video_folder'):
     dataset_factory.get_dataset('mnist', 'train', digits_dir)
 
 

@@ -1,0 +1,42 @@
+"""UCF101: 13,320 action clips from YouTube, 101 classes, 25 fps, 320x240 (.avi).
+
+The official lists (`ucfTrainTestlist`) define three train/test splits that hold out disjoint
+groups g01..g25 of clips (split 1 tests g01..g07); see `video_splits`. Split sizes, the
+modality and the channel count come from the converted data's dataset_info.json, class names
+(classInd.txt order) from labels.txt. Create it with:
+
+    python -m datasets.convert_videos --dataset_name=ucf101 --video_dir=UCF-101 \\
+        --splits_dir=ucfTrainTestlist --output_dir=DIR [--split=1 --modality=rgb]
+"""
+
+from datasets import converted_data
+from datasets.dataset_split import DatasetError
+
+NAME = 'ucf101'
+SPLIT_NAMES = ('train', 'test')
+NUM_CLASSES = 101
+MODALITIES = tuple(converted_data.MODALITY_CHANNELS)  # 'rgb' (3 channels), 'flow' (2)
+# Videos listed by the official splits; the converted sizes are smaller if videos are skipped.
+OFFICIAL_SPLITS_TO_SIZES = {1: {'train': 9537, 'test': 3783},
+                            2: {'train': 9586, 'test': 3734},
+                            3: {'train': 9624, 'test': 3696}}
+ITEMS_TO_DESCRIPTIONS = {
+    'clip': 'A video as a tf.train.SequenceExample of per-frame JPEGs (rgb or flow u/v).',
+    'label': 'Class index 0..100, classInd.txt order (its 1-based index minus one).',
+}
+
+
+def get_split(split_name, dataset_dir):
+  """Describes one split of converted UCF101 clips in `dataset_dir`.
+
+  Raises:
+    DatasetError (a ValueError): unknown split, missing or incomplete converted data, data
+      that is not video, or a class count other than 101.
+  """
+  if split_name not in SPLIT_NAMES:
+    raise DatasetError('split_name %r is not a ucf101 split; valid splits: %s'
+                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
+  command = converted_data.convert_command(
+      NAME, dataset_dir, ['--video_dir=<UCF-101 tree>', '--splits_dir=<ucfTrainTestlist>'],
+      module='datasets.convert_videos')
+  return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)
