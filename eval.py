@@ -12,16 +12,15 @@ import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anyt
 from absl import app, flags, logging
 
 from evaluation.image_eval import EvalConfig, evaluate
-from training.params import ConfigError, config_from_flags, define_flags, parse_flags
+from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+                             reject_positional_arguments)
 
 define_flags(EvalConfig)
 FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    print('error: unexpected arguments %s (flags look like --name=value)' % argv[1:],
-          file=sys.stderr)
+  if reject_positional_arguments(argv):
     return 2
   logging.set_verbosity(logging.INFO)
   config = config_from_flags(EvalConfig, FLAGS)

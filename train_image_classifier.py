@@ -13,7 +13,8 @@ import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anyt
 from absl import app, flags, logging
 
 from training.config import TrainConfig
-from training.params import ConfigError, config_from_flags, define_flags, parse_flags
+from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+                             reject_positional_arguments)
 from training.train import train
 
 define_flags(TrainConfig)
@@ -21,9 +22,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    print('error: unexpected arguments %s (flags look like --name=value)' % argv[1:],
-          file=sys.stderr)
+  if reject_positional_arguments(argv):
     return 2
   logging.set_verbosity(logging.INFO)
   try:

@@ -150,17 +150,7 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
   return eval_frames, eval_clips
 
 
-def _read_records(files, is_training, num_readers, shuffle_buffer_size, seed):
-  """Serialized records of `files`, file order and records shuffled when training."""
-  dataset = tf.data.Dataset.from_tensor_slices(files)
-  if is_training:
-    dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  readers = min(num_readers, len(files))
-  dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=readers, block_length=1,
-                               num_parallel_calls=readers)
-  if is_training:
-    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
-  return dataset
+_read_records = image_input.read_records
 
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset):

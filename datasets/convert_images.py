@@ -15,6 +15,7 @@ from absl import flags
 
 from datasets import dataset_factory
 from datasets.dataset_split import DatasetError
+from training.params import parse_flags
 from tf_compat import tf
 
 _MAX_SHARDS = 99999
@@ -82,13 +83,7 @@ def _define_flags():
                        'image_folder only: seed of the train/test assignment.')
 
 
-def _parse_flags(argv):
-  """absl's parser, with flag errors printed as one `error:` line and exit status 2."""
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as error:
-    print('error: %s' % error, file=sys.stderr)
-    sys.exit(2)
+_parse_flags = parse_flags  # One `error:` line and exit status 2 on a bad flag.
 
 
 def main(argv):

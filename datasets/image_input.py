@@ -88,6 +88,18 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
     image, label = image_records.parse_image_example(serialized, split.num_channels)
     return preprocess(image, image_size, image_size), label - labels_offset
 
+  dataset = read_records(files, is_training, num_readers, shuffle_buffer_size, seed)
+  dataset = dataset.repeat(num_epochs)
+  dataset = dataset.map(parse_and_preprocess, num_parallel_calls=num_preprocessing_threads)
+  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+  dataset = dataset.prefetch(prefetch_batches)
+  return dataset.with_options(pipeline_options(deterministic=not is_training or
+                                               seed is not None))
+
+
+def read_records(files, is_training, num_readers, shuffle_buffer_size, seed):
+  """Serialized records of `files`: parallel interleave of TFRecord readers, file order
+  and records shuffled when training. Shared by the image and the clip pipelines."""
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if is_training:
     dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
@@ -96,12 +108,7 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
                                num_parallel_calls=readers)
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
-  dataset = dataset.repeat(num_epochs)
-  dataset = dataset.map(parse_and_preprocess, num_parallel_calls=num_preprocessing_threads)
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  dataset = dataset.prefetch(prefetch_batches)
-  return dataset.with_options(pipeline_options(deterministic=not is_training or
-                                               seed is not None))
+  return dataset
 
 
 def pipeline_options(deterministic):

@@ -16,7 +16,8 @@ import typing
 
 from absl import flags
 
-__all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'parse_flags']
+__all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'parse_flags',
+           'reject_positional_arguments']
 
 
 class ConfigError(ValueError):
@@ -88,3 +89,12 @@ def parse_flags(argv):
   except flags.Error as error:
     print('error: %s' % error, file=sys.stderr)
     sys.exit(2)
+
+
+def reject_positional_arguments(argv):
+  """True (after printing one error line) when argv holds more than the program name."""
+  if len(argv) > 1:
+    print('error: unexpected arguments %s (flags look like --name=value)' % argv[1:],
+          file=sys.stderr)
+    return True
+  return False
