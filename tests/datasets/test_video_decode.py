@@ -35,9 +35,9 @@ def _pyav_frames(path, limit=None):
       yield frame.to_ndarray(format='rgb24')
 
 
-def _write_video(path, frames, fps, codec='mpeg4', container_format=None):
-  """Encodes uint8 [T, H, W, 3] RGB frames with PyAV; returns `path`."""
-  with av.open(str(path), 'w', format=container_format) as container:
+def _write_video(path, frames, fps, codec='mpeg4', container_format=None, options=None):
+  """Encodes uint8 [T, H, W, 3] RGB frames with PyAV; returns `path` as a string."""
+  with av.open(str(path), 'w', format=container_format, options=options or {}) as container:
     stream = container.add_stream(codec, rate=fractions.Fraction(fps))
     stream.height, stream.width = frames.shape[1:3]
     stream.pix_fmt = 'yuv420p'
@@ -161,66 +161,71 @@ def test_one_frame_video(tmp_path, extension, codec, fps):
 
 
 def _audio_only(path):
+  """An audio-only file: AAC in .m4a, PCM in .wav, 10 silent frames of 1024 samples."""
+  aac = path.suffix == '.m4a'
   with av.open(str(path), 'w') as container:
-    stream = container.add_stream('aac' if str(path).endswith('.m4a') else 'pcm_s16le',
-                                  rate=16000)
+    stream = container.add_stream('aac' if aac else 'pcm_s16le', rate=16000)
     for index in range(10):
-      samples = np.zeros((1, 1024), np.float32 if stream.name == 'aac' else np.int16)
-      frame = av.AudioFrame.from_ndarray(samples, format='fltp' if stream.name == 'aac'
-                                         else 's16', layout='mono')
+      samples = np.zeros((1, 1024), np.float32 if aac else np.int16)
+      frame = av.AudioFrame.from_ndarray(samples, format='fltp' if aac else 's16',
+                                         layout='mono')
       frame.sample_rate, frame.pts = 16000, index * 1024
       container.mux(stream.encode(frame))
     container.mux(stream.encode())
 
 
-def _noise_video(path, codec='libx264'):
-  """50 frames of random pixels: every frame is large, so a cut lands inside the frames."""
+def _noise_video(path, codec='libx264', options=None):
+  """50 frames of random pixels, so that every frame is large and a cut lands inside them.
+
+  Returns:
+    The bytes of the file.
+  """
   frames = np.random.default_rng(0).integers(0, 256, (50, 48, 64, 3), dtype=np.uint8)
-  return _write_video(path, frames, 25, codec)
+  _write_video(path, frames, 25, codec, options=options)
+  return path.read_bytes()
 
 
-def _first_half(source, path):
-  with open(source, 'rb') as handle:
-    data = handle.read()
-  path.write_bytes(data[:len(data) // 2])
+def _first_half(data):
+  return data[:len(data) // 2]
 
 
-def _overwrite_middle(source, path):
-  with open(source, 'rb') as handle:
-    data = bytearray(handle.read())
+def _overwrite_middle(data):
+  data = bytearray(data)
   start = len(data) // 3
   data[start:start + 3000] = np.random.default_rng(1).bytes(3000)
-  path.write_bytes(bytes(data))
+  return bytes(data)
 
 
-def _make_bad_file(kind, path):
-  """Writes a bad file of the given kind at `path` (a pathlib.Path)."""
-  if kind == 'empty':
-    path.write_bytes(b'')
-  elif kind == 'random bytes':
-    path.write_bytes(np.random.default_rng(0).bytes(5000))
-  elif kind == 'text':
-    path.write_text('not a video\n' * 50)
-  elif kind == 'still image':
-    cv2.imwrite(str(path), np.zeros((20, 30, 3), np.uint8))
-  elif kind in ('audio m4a', 'audio wav'):
-    _audio_only(path)
-  elif kind == 'mp4 first half':
-    _first_half(_noise_video(path.parent / 'good.mp4'), path)
-  elif kind == 'avi first half':
-    _first_half(_noise_video(path.parent / 'good.avi', 'mpeg4'), path)
-  elif kind == 'mp4 corrupt middle':
-    _overwrite_middle(_noise_video(path.parent / 'good.mp4'), path)
-  elif kind == 'unknown codec':
-    with open(_noise_video(path.parent / 'good.avi', 'mpeg4'), 'rb') as handle:
-      path.write_bytes(handle.read().replace(b'FMP4', b'ZZZZ'))  # The AVI's codec tag.
-  elif kind == 'spliced sizes':
-    # Raw H.264 streams concatenate; the second one starts with a new size.
-    parts = [_write_video(path.parent / ('part%d.h264' % index), _grey_frames(5, *size), 25,
-                          'libx264', 'h264') for index, size in enumerate([(32, 48), (64, 96)])]
-    path.write_bytes(b''.join(open(part, 'rb').read() for part in parts))
-  elif kind == 'directory':
-    path.mkdir()
+def _spliced_sizes(path):
+  # Raw H.264 streams concatenate; the second one starts with a new size.
+  parts = [path.parent / ('part%d.h264' % index) for index in range(2)]
+  for part, size in zip(parts, [(32, 48), (64, 96)]):
+    _write_video(part, _grey_frames(5, *size), 25, 'libx264', 'h264')
+  path.write_bytes(b''.join(part.read_bytes() for part in parts))
+
+
+def _good(path, codec='libx264', options=None):
+  """A valid noise video next to `path`; returns its bytes."""
+  return _noise_video(path.parent / ('good' + path.suffix), codec, options)
+
+
+_BAD_FILES = {  # kind -> writes such a file at a pathlib.Path
+    'missing': lambda path: None,
+    'directory': lambda path: path.mkdir(),
+    'empty': lambda path: path.write_bytes(b''),
+    'random bytes': lambda path: path.write_bytes(np.random.default_rng(0).bytes(5000)),
+    'text': lambda path: path.write_text('not a video\n' * 50),
+    'still image': lambda path: cv2.imwrite(str(path), np.zeros((20, 30, 3), np.uint8)),
+    'audio only': _audio_only,
+    'unknown codec': lambda path: path.write_bytes(  # FMP4 is the AVI's codec tag.
+        _good(path, 'mpeg4').replace(b'FMP4', b'ZZZZ')),
+    'spliced sizes': _spliced_sizes,
+    'first half': lambda path: path.write_bytes(
+        _first_half(_good(path, 'mpeg4' if path.suffix == '.avi' else 'libx264'))),
+    'faststart first half': lambda path: path.write_bytes(
+        _first_half(_good(path, options={'movflags': 'faststart'}))),
+    'corrupt middle': lambda path: path.write_bytes(_overwrite_middle(_good(path))),
+}
 
 
 @pytest.mark.parametrize('kind, file_name, reason', [
@@ -229,22 +234,24 @@ def _make_bad_file(kind, path):
     ('empty', 'empty.mp4', r'empty file \(0 bytes\)$'),
     ('random bytes', 'random.avi', r'not a video: Invalid data found when processing input$'),
     ('text', 'notes.avi', r'not a video: Invalid data found when processing input$'),
-    ('text', 'notes.txt', r'not a video: text \(tty\)$'),  # FFmpeg would render it as ANSI art
+    ('text', 'notes.txt', r'not a video: text \(tty\)$'),  # FFmpeg would render ANSI art.
     ('still image', 'photo.jpg', r'not a video: a still image \(jpeg_pipe\)$'),
-    ('audio m4a', 'song.m4a', r'no video stream \(audio only\)$'),
-    ('audio wav', 'song.wav', r'no video stream \(audio only\)$'),
+    ('audio only', 'song.m4a', r'no video stream \(audio only\)$'),
+    ('audio only', 'song.wav', r'no video stream \(audio only\)$'),
     ('unknown codec', 'odd.avi', r'unsupported video codec: FFmpeg has no decoder for it$'),
     ('spliced sizes', 'spliced.h264', r'frame size changes from 32x48 to 64x96 at frame 5$'),
-    # The usual MP4 layout has its index at the end: half a file does not open at all.
-    ('mp4 first half', 'cut.mp4', r'truncated or corrupt MP4: cannot open it: .+'),
-    # AVI's index is at the end too, but FFmpeg scans the data and stops silently.
-    ('avi first half', 'cut.avi', r'truncated: decoded \d+ of the 50 frames the container '
-                                  r'declares$'),
-    ('mp4 corrupt middle', 'bad.mp4', r'truncated: decoding failed after [1-9]\d* frames: .+'),
+    # The usual MP4 layout has its index (moov) at the end: a cut file does not open.
+    ('first half', 'cut.mp4', r'truncated or corrupt MP4: cannot open it: .+'),
+    # With the index in front, or in an AVI, FFmpeg decodes what is there and stops silently.
+    ('faststart first half', 'cut.mp4',
+     r'truncated: decoded [1-9]\d* of the 50 frames the container declares$'),
+    ('first half', 'cut.avi',
+     r'truncated: decoded [1-9]\d* of the 50 frames the container declares$'),
+    ('corrupt middle', 'bad.mp4', r'truncated: decoding failed after [1-9]\d* frames: .+'),
 ])
 def test_bad_file_raises_video_decode_error(tmp_path, kind, file_name, reason):
   path = tmp_path / file_name
-  _make_bad_file(kind, path)
+  _BAD_FILES[kind](path)
   with pytest.raises(VideoDecodeError) as caught:
     decode_video(str(path))
   assert re.match(reason, caught.value.reason), caught.value.reason
@@ -254,7 +261,7 @@ def test_bad_file_raises_video_decode_error(tmp_path, kind, file_name, reason):
 def test_truncated_avi_decodes_with_max_frames_below_the_cut(tmp_path):
   # The frame-count check needs the end of the file; stopping early skips it.
   path = tmp_path / 'cut.avi'
-  _make_bad_file('avi first half', path)
+  _BAD_FILES['first half'](path)
   assert decode_video(str(path), max_frames=2).frames.shape[0] == 2
 
 
