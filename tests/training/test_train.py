@@ -47,7 +47,7 @@ def make_config(digits_dir, train_dir, **overrides):
   values = dict(
       dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
       train_dir=str(train_dir), num_clones=2, clone_on_cpu=True, max_number_of_steps=20,
-      optimizer='sgd', learning_rate=0.05, learning_rate_decay_type='fixed',
+      optimizer='sgd', learning_rate=0.01, learning_rate_decay_type='fixed',
       num_readers=1, num_preprocessing_threads=1, batch_size=16, log_every_n_steps=5,
       save_summaries_secs=600, save_interval_secs=600)
   values.update(overrides)
@@ -176,7 +176,7 @@ def test_summaries_of_the_run(source_run):
   for tag in ('clone_0/Losses/clone_loss', 'Losses/total_loss', 'learning_rate',
               'global_batch_size'):
     assert tag in tags, sorted(tags)
-  assert all(value == pytest.approx(0.05) for _, value in tags['learning_rate'])
+  assert all(value == pytest.approx(0.01) for _, value in tags['learning_rate'])
   # Global batch = 16 per clone x 2 clones.
   assert all(value == 32 for _, value in tags['global_batch_size'])
   assert all(math.isfinite(value) for _, value in tags['Losses/total_loss'])
