@@ -1,0 +1,674 @@
+"""Video input throughput: training clips/s against the JPEG-decode bound and a frame-folder
+loader, and converter videos/s against ffmpeg, all measured in the same run.
+
+    python benchmarks/input_pipeline.py                  # defaults: about 5 minutes
+    python benchmarks/input_pipeline.py --rounds=3 --videos_per_class=6
+    python benchmarks/input_pipeline.py --breakdown      # single-core cost of each step
+
+Data: `make_synthetic_videos` writes UCF-like .avi files (240 x 320, 25 fps, 64 to 120
+frames) into a temporary directory; `convert_videos` turns them into clip records with
+256-short-side JPEG frames (256 x 341), and the train frames are also written, byte for
+byte, as a frame-folder tree `jpegs_256/<video_id>/frame000001.jpg`. So every clip
+measurement decodes the very same JPEGs.
+
+Measurements, each in clips/s of 64 x 224 x 224 x 3 float32 clips in [-1, 1]:
+  clip_pipeline   `build_clip_dataset(is_training=True)` (random start, crop and flip),
+                  batches pulled by a tf.compat.v1 Session on /device:CPU:0.
+  decode_bound    the machine's JPEG-decode bound: one process per core decodes the same
+                  frames in a tight TensorFlow loop with the pipeline's decoder
+                  (tf.io.decode_jpeg, channels=3, dct_method='INTEGER_ACCURATE'), 256
+                  frames per session call, one intra/inter-op thread per process. It
+                  counts the decode only: no record reading, no crop, no flip, no scaling,
+                  no batching. frames/s / clip_frames gives clips/s. Each process also
+                  checks it is not measuring Python: 16 frames per call must decode about
+                  as fast as 256 (`small_call_speed` near 1).
+  frame_folder_*  the I3D_Finetune way (its lib/video_3d.py): per clip, Python picks a
+                  random start, opens 64 JPEG files with PIL (`Image.open(f).convert('RGB')`,
+                  libjpeg's accurate integer DCT like the pipeline), takes one random 224
+                  crop and a random flip in NumPy and scales to [-1, 1] in float32.
+                  `_python` runs it in one Python loop filling each batch;
+                  `_tfdata` runs it as I3D_Finetune does, in tf.data through
+                  tf.numpy_function with num_parallel_calls = cores (PIL and NumPy release
+                  the GIL while decoding and converting). The faster of the two is the
+                  baseline of the 2x target. `_i3d_code` is, for context, I3D_Finetune's
+                  own per-clip code (PIL crop and mirror per frame, float64 scaling) in the
+                  same tf.data setting.
+Converter, in videos/s and frames/s over every listed video (train and test):
+  converter       `convert_videos(short_side=256, num_workers=cores, modality='rgb')`
+                  into a fresh directory: decode, resize, JPEG-encode, write records.
+  ffmpeg          `ffmpeg -threads 1 -i V -vf scale=W:256:flags=bilinear -q:v 2
+                  out/frame%06d.jpg`, one process per core, W the converter's width (341).
+
+This machine's run-to-run noise is about +-15 %, so the measurements alternate over
+`--rounds` rounds in one process after one discarded warm-up round, and each figure that
+counts is the median over rounds of a per-round ratio. Prints one JSON line per
+measurement, one per ratio, and a machine line.
+
+TensorFlow is imported inside functions: spawned worker processes (the converter's and
+the decode bound's) re-import this script, and the converter's workers must start without
+TensorFlow, as `datasets.video_frames` intends.
+"""
+
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent import futures
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # pylint: disable=wrong-import-position
+import numpy as np  # pylint: disable=wrong-import-position
+
+flags.DEFINE_integer('rounds', 7, 'Alternating rounds after the warm-up; medians reported.')
+flags.DEFINE_integer('batch_size', 6, 'Clips per batch (I3D_Finetune trains with 6).')
+flags.DEFINE_integer('batches', 12, 'Timed batches per clip measurement.')
+flags.DEFINE_integer('warmup_batches', 3, 'Untimed batches per clip measurement.')
+flags.DEFINE_integer('clip_frames', 64, 'Frames per clip.')
+flags.DEFINE_integer('crop_size', 224, 'Clip height and width.')
+flags.DEFINE_integer('num_readers', 4, 'build_clip_dataset num_readers.')
+flags.DEFINE_integer('num_parallel_calls', os.cpu_count(), 'Parallel clips in the record '
+                     'pipeline and in the tf.data frame-folder loader (default: cores).')
+flags.DEFINE_integer('num_workers', os.cpu_count(), 'Decode-bound processes, converter '
+                     'workers and parallel ffmpeg processes (default: cores).')
+flags.DEFINE_float('decode_seconds', 3.0, 'Seconds each decode-bound process decodes.')
+flags.DEFINE_integer('num_classes', 4, 'Synthetic classes.')
+flags.DEFINE_integer('videos_per_class', 12, 'Synthetic videos per class (3/4 train).')
+flags.DEFINE_integer('min_frames', 64, 'Shortest synthetic video (>= clip_frames, so every '
+                     'clip decodes clip_frames distinct frames).')
+flags.DEFINE_integer('max_frames', 120, 'Longest synthetic video.')
+flags.DEFINE_string('video_size', '240x320', 'HEIGHTxWIDTH of the synthetic videos.')
+flags.DEFINE_integer('short_side', 256, 'Short side of the converted frames.')
+flags.DEFINE_bool('clips', True, 'Measure the clip pipeline against the decode bound and '
+                  'the frame-folder loaders.')
+flags.DEFINE_bool('converter', True, 'Measure the converter against ffmpeg.')
+flags.DEFINE_string('conversion_dir', None, 'Where the converter and ffmpeg write each round '
+                    '(default: inside the work directory; e.g. /dev/shm leaves the disk out).')
+flags.DEFINE_bool('breakdown', False, 'Instead of the comparison: single-core ms per clip of '
+                  'each step of the training map function, and of alternatives.')
+flags.DEFINE_string('work_dir', None, 'New or empty directory for the data, kept '
+                    '(default: a temporary directory, removed at the end).')
+FLAGS = flags.FLAGS
+
+_DCT_METHOD = 'INTEGER_ACCURATE'   # what datasets/clip_input.py decodes with
+_FRAME_FILE = 'frame%06d.jpg'
+_SMALL_CALL = 16                   # frames per call of the Python-overhead check
+_FRAMES_PER_CALL = 256
+
+
+def _tf():
+  import tf_compat  # pylint: disable=import-outside-toplevel,unused-import
+  from tf_compat import tf  # pylint: disable=import-outside-toplevel
+  return tf
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _prepare(work_dir):
+  """Videos, records (the converter's warm-up run) and the frame-folder tree.
+
+  Returns a dict: video_dir, splits_dir, records_dir, folder_dir, train (list of
+  (video_id, num_frames, label)), frame_paths (every train frame file), sizes
+  (data_path -> (height, width) of the stored frames), videos and frames (all splits).
+  """
+  # pylint: disable-next=import-outside-toplevel
+  from datasets.make_synthetic_videos import make_synthetic_videos
+  height, width = (int(side) for side in FLAGS.video_size.lower().split('x'))
+  start = time.perf_counter()
+  made = make_synthetic_videos(
+      os.path.join(work_dir, 'source'), num_classes=FLAGS.num_classes,
+      videos_per_class=FLAGS.videos_per_class, min_frames=FLAGS.min_frames,
+      max_frames=FLAGS.max_frames, sizes=((height, width),), fps=25, seed=0)
+  print('# generated %d videos in %.1f s' % (len(made['videos']), time.perf_counter() - start),
+        flush=True)
+  data = {'video_dir': made['video_dir'], 'splits_dir': made['split_dir'],
+          'records_dir': os.path.join(work_dir, 'records'),
+          'folder_dir': os.path.join(work_dir, 'jpegs_256')}
+  warmup = _convert(data, data['records_dir'])  # Also the converter's warm-up.
+  print('# converted them in %.1f s (warm-up, not counted)' % warmup['seconds'], flush=True)
+  data['videos'], data['frames'] = warmup['videos'], warmup['frames']
+  data.update(_write_frame_folders(data['records_dir'], data['folder_dir']))
+  return data
+
+
+def _write_frame_folders(records_dir, folder_dir):
+  """Writes the train records' JPEGs as jpegs_256/<video_id>/frameNNNNNN.jpg."""
+  tf = _tf()
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  train, frame_paths, sizes = [], [], {}
+  for split_name in ('train', 'test'):
+    split = dataset_factory.get_dataset('video_folder', split_name, records_dir)
+    for path in sorted(tf.io.gfile.glob(split.file_pattern)):
+      for serialized in tf.compat.v1.io.tf_record_iterator(path):
+        example = tf.train.SequenceExample.FromString(serialized)
+        context = example.context.feature
+        video_id = context['example/id'].bytes_list.value[0].decode()
+        data_path = context['clip/data_path'].bytes_list.value[0].decode()
+        sizes[data_path] = (context['image/height'].int64_list.value[0],
+                            context['image/width'].int64_list.value[0])
+        if split_name != 'train':
+          continue
+        jpegs = [f.bytes_list.value[0]
+                 for f in example.feature_lists.feature_list['image/encoded'].feature]
+        os.makedirs(os.path.join(folder_dir, video_id))
+        for index, jpeg in enumerate(jpegs, 1):
+          frame_path = os.path.join(folder_dir, video_id, _FRAME_FILE % index)
+          with open(frame_path, 'wb') as handle:
+            handle.write(jpeg)
+          frame_paths.append(frame_path)
+        train.append((video_id, len(jpegs), context['clip/label/index'].int64_list.value[0]))
+  return {'train': train, 'frame_paths': frame_paths, 'sizes': sizes}
+
+
+# ----------------------------------------------------------------------------- clips
+
+
+def _session_rate(tf, graph, fetch):
+  """clips/s of `fetch` (one batch per run) over FLAGS.batches after the warm-up."""
+  with tf.Session(graph=graph) as sess:
+    for _ in range(FLAGS.warmup_batches):
+      sess.run(fetch)
+    start = time.perf_counter()
+    for _ in range(FLAGS.batches):
+      sess.run(fetch)
+    elapsed = time.perf_counter() - start
+  return FLAGS.batches * FLAGS.batch_size / elapsed
+
+
+def _clip_pipeline(data):
+  tf = _tf()
+  from datasets import clip_input, dataset_factory  # pylint: disable=import-outside-toplevel
+  split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
+  graph = tf.Graph()
+  with graph.as_default(), tf.device('/device:CPU:0'):
+    dataset = clip_input.build_clip_dataset(
+        split, batch_size=FLAGS.batch_size, clip_frames=FLAGS.clip_frames,
+        crop_size=FLAGS.crop_size, is_training=True, num_readers=FLAGS.num_readers,
+        num_parallel_calls=FLAGS.num_parallel_calls)
+    clips, _ = tf.data.make_one_shot_iterator(dataset).get_next()
+    # One element: the whole batch is computed, nothing is copied out to Python.
+    fetch = clips[0, 0, 0, 0, 0]
+  return _session_rate(tf, graph, fetch)
+
+
+def _load_folder_clip(folder, num_frames, rng, out=None):
+  """One training clip from a frame folder, the I3D_Finetune way, into `out` (float32)."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  size, length = FLAGS.crop_size, FLAGS.clip_frames
+  start = rng.randint(0, max(num_frames - length, 0))
+  window = np.empty((length, size, size, 3), np.uint8)
+  for k in range(length):
+    path = os.path.join(folder, _FRAME_FILE % ((start + k) % num_frames + 1))
+    with Image.open(path) as image:
+      frame = np.asarray(image.convert('RGB'))
+    if k == 0:
+      y = rng.randint(0, frame.shape[0] - size)
+      x = rng.randint(0, frame.shape[1] - size)
+    window[k] = frame[y:y + size, x:x + size]
+  if rng.random() < 0.5:
+    window = window[:, :, ::-1]
+  if out is None:
+    out = np.empty(window.shape, np.float32)
+  np.multiply(window, np.float32(1 / 127.5), out=out)
+  np.subtract(out, np.float32(1), out=out)
+  return out
+
+
+def _frame_folder_python(data):
+  """One Python loop: each batch a fresh float32 array filled clip by clip."""
+  rng = random.Random()
+  videos = [(os.path.join(data['folder_dir'], video_id), n, label)
+            for video_id, n, label in data['train']]
+  shape = (FLAGS.batch_size, FLAGS.clip_frames, FLAGS.crop_size, FLAGS.crop_size, 3)
+
+  def batch():
+    clips = np.empty(shape, np.float32)
+    labels = np.empty(FLAGS.batch_size, np.int64)
+    for b in range(FLAGS.batch_size):
+      folder, num_frames, labels[b] = rng.choice(videos)
+      _load_folder_clip(folder, num_frames, rng, out=clips[b])
+    return clips, labels
+
+  for _ in range(FLAGS.warmup_batches):
+    batch()
+  start = time.perf_counter()
+  for _ in range(FLAGS.batches):
+    batch()
+  return FLAGS.batches * FLAGS.batch_size / (time.perf_counter() - start)
+
+
+def _load_folder_clip_i3d(folder, num_frames, rng):
+  """The same clip by I3D_Finetune's own code path, re-implemented step by step.
+
+  lib/video_3d.py get_frames: 1-based start in [1, max(n - T, 0) + 1], PIL open and
+  convert per frame; lib/data_augment.py transform_data: PIL crop, then ImageOps.mirror
+  per frame (its resize to 256 is a no-op on 256-short-side frames); finetune.py
+  process_video: np.stack, 2 * (x / 255) - 1 in float64, then float32.
+  """
+  from PIL import Image, ImageOps  # pylint: disable=import-outside-toplevel
+  size, length = FLAGS.crop_size, FLAGS.clip_frames
+  start = rng.randint(1, max(num_frames - length, 0) + 1)
+  frames = [Image.open(os.path.join(folder, _FRAME_FILE % ((i - 1) % num_frames + 1)))
+            .convert('RGB') for i in range(start, start + length)]
+  width, height = frames[0].size
+  x0, y0 = rng.randint(0, width - size), rng.randint(0, height - size)
+  frames = [frame.crop((x0, y0, x0 + size, y0 + size)) for frame in frames]
+  if rng.randint(0, 1) == 0:
+    frames = [ImageOps.mirror(frame) for frame in frames]
+  clip = np.stack([np.asarray(frame) for frame in frames])
+  return np.array(2 * (clip / 255) - 1, dtype='float32')
+
+
+def _frame_folder_tfdata(data, load_clip=_load_folder_clip):
+  """I3D_Finetune's finetune.py: shuffled video list -> map(py_func) -> batch -> prefetch."""
+  tf = _tf()
+  from datasets import image_input  # pylint: disable=import-outside-toplevel
+  rng = random.Random()
+  videos = [(os.path.join(data['folder_dir'], video_id), n, label)
+            for video_id, n, label in data['train']]
+
+  def load(index):
+    folder, num_frames, label = videos[int(index)]
+    return load_clip(folder, num_frames, rng), np.int64(label)
+
+  def parse(index):
+    clip, label = tf.numpy_function(load, [index], [tf.float32, tf.int64], stateful=True)
+    clip.set_shape([FLAGS.clip_frames, FLAGS.crop_size, FLAGS.crop_size, 3])
+    return clip, label
+
+  graph = tf.Graph()
+  with graph.as_default(), tf.device('/device:CPU:0'):
+    dataset = tf.data.Dataset.range(len(videos)).shuffle(len(videos)).repeat()
+    dataset = dataset.map(parse, num_parallel_calls=FLAGS.num_parallel_calls)
+    dataset = dataset.batch(FLAGS.batch_size, drop_remainder=True).prefetch(2)
+    # The library pipeline's options (autotune off, any order), for a like-for-like run.
+    dataset = dataset.with_options(image_input.pipeline_options(deterministic=False))
+    clips, _ = tf.data.make_one_shot_iterator(dataset).get_next()
+    fetch = clips[0, 0, 0, 0, 0]
+  return _session_rate(tf, graph, fetch)
+
+
+def _frame_folder_i3d_code(data):
+  return _frame_folder_tfdata(data, _load_folder_clip_i3d)
+
+
+# ----------------------------------------------------------------------------- decode bound
+
+
+def _decode_worker(paths, offset, seconds, commands, results, barrier):
+  """One process, one core: decodes the JPEGs of `paths` in a loop on command."""
+  tf = _tf()
+  jpegs = []
+  for path in paths:
+    with open(path, 'rb') as handle:
+      jpegs.append(handle.read())
+  graph = tf.Graph()
+  with graph.as_default(), tf.device('/device:CPU:0'):
+    all_jpegs = tf.constant(np.array(jpegs, dtype=object))
+    first = tf.placeholder(tf.int32, [])
+    count = tf.placeholder(tf.int32, [])
+
+    def body(i, checksum):
+      jpeg = tf.gather(all_jpegs, (first + i) % len(jpegs))
+      image = tf.io.decode_jpeg(jpeg, channels=3, dct_method=_DCT_METHOD)
+      return i + 1, checksum + tf.cast(image[0, 0, 0], tf.int64)
+
+    _, checksum = tf.while_loop(lambda i, _: i < count, body,
+                                (tf.constant(0), tf.constant(0, tf.int64)),
+                                parallel_iterations=1)
+  config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+  position = offset
+
+  def decode(frames_per_call, duration):
+    """frames/s decoding calls of `frames_per_call` frames for about `duration` s."""
+    nonlocal position
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < duration:
+      sess.run(checksum, {first: position, count: frames_per_call})
+      position = (position + frames_per_call) % len(jpegs)
+      done += frames_per_call
+    return done / (time.perf_counter() - start)
+
+  with tf.Session(graph=graph, config=config) as sess:
+    decode(_FRAMES_PER_CALL, 1.0)  # Warm-up.
+    small = decode(_SMALL_CALL, 1.0)
+    large = decode(_FRAMES_PER_CALL, 1.0)
+    results.put(('ready', small / large))
+    while commands.get():
+      barrier.wait()
+      results.put(('rate', decode(_FRAMES_PER_CALL, seconds)))
+
+
+class _DecodeBound:
+  """FLAGS.num_workers spawned processes, each decoding all the frames on one core."""
+
+  def __init__(self, paths):
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+    context = multiprocessing.get_context('spawn')
+    workers = FLAGS.num_workers
+    self._results = context.Queue()
+    self._barrier = context.Barrier(workers)
+    self._commands = [context.Queue() for _ in range(workers)]
+    self._processes = [
+        context.Process(target=_decode_worker, daemon=True,
+                        args=(paths, k * len(paths) // workers, FLAGS.decode_seconds,
+                              self._commands[k], self._results, self._barrier))
+        for k in range(workers)]
+    for process in self._processes:
+      process.start()
+    checks = [self._get('ready') for _ in self._processes]
+    self.small_call_speed = min(checks)
+
+  def _get(self, kind):
+    got, value = self._results.get(timeout=600)
+    assert got == kind, (got, kind)
+    return value
+
+  def __call__(self, _):
+    """Frames/s of all processes together, started at once."""
+    for queue in self._commands:
+      queue.put(True)
+    return sum(self._get('rate') for _ in self._processes)
+
+  def close(self):
+    for queue in self._commands:
+      queue.put(False)
+    for process in self._processes:
+      process.join(timeout=10)
+
+
+# ----------------------------------------------------------------------------- converter
+
+
+def _convert(data, output_dir):
+  # pylint: disable-next=import-outside-toplevel
+  from datasets.convert_videos import VideoConversion, convert_videos
+  start = time.perf_counter()
+  manifest = convert_videos(VideoConversion(
+      dataset_name='video_folder', video_dir=data['video_dir'],
+      splits_dir=data['splits_dir'], output_dir=output_dir, short_side=FLAGS.short_side,
+      num_workers=FLAGS.num_workers, modality='rgb', progress=False))
+  seconds = time.perf_counter() - start
+  if manifest['skipped']:
+    raise RuntimeError('the converter skipped videos: %s' % manifest['skipped'])
+  return {'seconds': seconds, 'videos': sum(manifest['videos'].values()),
+          'frames': sum(manifest['frames'].values())}
+
+
+def _ffmpeg_command(source, height, width, output_dir):
+  return ['ffmpeg', '-nostdin', '-loglevel', 'error', '-threads', '1', '-i', source,
+          '-filter_threads', '1', '-vf', 'scale=%d:%d:flags=bilinear' % (width, height),
+          '-threads', '1', '-q:v', '2', os.path.join(output_dir, _FRAME_FILE)]
+
+
+def _ffmpeg(data, output_dir):
+  """Every listed video to a JPEG folder at the converter's size; num_workers at once."""
+  def extract(item):
+    data_path, (height, width) = item
+    folder = os.path.join(output_dir, os.path.splitext(os.path.basename(data_path))[0])
+    os.makedirs(folder)
+    subprocess.run(_ffmpeg_command(os.path.join(data['video_dir'], data_path), height,
+                                   width, folder), check=True)
+    return len(os.listdir(folder))
+
+  start = time.perf_counter()
+  with futures.ThreadPoolExecutor(FLAGS.num_workers) as pool:
+    frames = sum(pool.map(extract, sorted(data['sizes'].items())))
+  return {'seconds': time.perf_counter() - start, 'videos': len(data['sizes']),
+          'frames': frames}
+
+
+def _check_ffmpeg_size(data, output_dir):
+  """The ffmpeg frames have the converter's size and count (checked once)."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  data_path, (height, width) = sorted(data['sizes'].items())[0]
+  folder = os.path.join(output_dir, os.path.splitext(os.path.basename(data_path))[0])
+  with Image.open(os.path.join(folder, _FRAME_FILE % 1)) as image:
+    if image.size != (width, height):
+      raise RuntimeError('ffmpeg wrote %dx%d frames, the converter %dx%d'
+                         % (image.size + (width, height)))
+
+
+def _mean_jpeg_bytes(folder_root):
+  sizes = [entry.stat().st_size for sub in os.scandir(folder_root) if sub.is_dir()
+           for entry in os.scandir(sub.path)]
+  return sum(sizes) / len(sizes)
+
+
+# ----------------------------------------------------------------------------- breakdown
+
+
+def _breakdown(data):
+  """Single-core ms per clip of each step of the training map function, and alternatives.
+
+  Steps are prefixes of the library's own graph (video_records.parse_clip, clip_input's
+  _decode, _crop, _flip_left_right and _clip_at), fed one train record with a fixed start
+  and crop, one thread: each `lib_` line is the cumulative cost up to that step. `alt_`
+  lines are candidate changes, each giving the same pixels as the library (checked):
+    alt_decode_loop         the decode bound's loop: decode only, nothing stacked.
+    alt_uint8_flip_scale    crop in uint8, flip the uint8 window as a 3-D tensor
+                            [T*H, W, C] (TensorFlow's memcpy fast path for reversing the
+                            middle axis; 4-D reverse is element by element), then one cast
+                            and x * (1/127.5) - 1, no final gather (indices all distinct).
+    alt_uint8_flip          the same without the float conversion: uint8 clips, scaled by
+                            the consumer (on a GPU, in the model's first op).
+  """
+  tf = _tf()
+  from datasets import clip_input, video_records  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
+  record = next(tf.compat.v1.io.tf_record_iterator(sorted(tf.io.gfile.glob(
+      split.file_pattern))[0]))
+  size, length = FLAGS.crop_size, FLAGS.clip_frames
+  y, x = 16, 58
+  graph = tf.Graph()
+  steps = {}
+  with graph.as_default(), tf.device('/device:CPU:0'):
+    serialized = tf.placeholder(tf.string, [])
+    _, frames = video_records.parse_clip(serialized, 'rgb')
+    indices = (3 + tf.range(length)) % tf.shape(frames)[0]
+    unique, _ = tf.unique(indices)
+    chosen = tf.gather(frames, unique)
+    steps['lib_parse_select'] = tf.strings.length(chosen[0])
+    images = clip_input._decode(chosen, 'rgb')  # pylint: disable=protected-access
+    steps['lib_+decode'] = images[0, 0, 0, 0]
+    offsets = lambda height, width: (tf.constant(y), tf.constant(x))
+    cropped = clip_input._crop(images, size, offsets)  # pylint: disable=protected-access
+    steps['lib_+crop_cast'] = cropped[0, 0, 0, 0]
+    flipped = clip_input._flip_left_right(cropped, 'rgb')  # pylint: disable=protected-access
+    steps['lib_+flip'] = flipped[0, 0, 0, 0]
+    library = {}
+    for flip in (False, True):
+      library[flip] = clip_input._clip_at(  # pylint: disable=protected-access
+          frames, indices, 'rgb', size, offsets, tf.constant(flip))
+      steps['lib_all_%s' % ('flip' if flip else 'no_flip')] = library[flip][0, 0, 0, 0]
+
+    def loop_body(i, checksum):
+      image = tf.io.decode_jpeg(chosen[i], channels=3, dct_method=_DCT_METHOD)
+      return i + 1, checksum + tf.cast(image[0, 0, 0], tf.int64)
+    steps['alt_decode_loop'] = tf.while_loop(
+        lambda i, _: i < length, loop_body, (tf.constant(0), tf.constant(0, tf.int64)),
+        parallel_iterations=1)[1]
+    window = images[:, y:y + size, x:x + size, :]
+    mirrored = tf.reshape(tf.reverse(tf.reshape(window, [-1, size, 3]), [1]),
+                          [length, size, size, 3])
+    scaled = tf.cast(mirrored, tf.float32) * (1 / 127.5) - 1.0
+    steps['alt_uint8_flip_scale'] = scaled[0, 0, 0, 0]
+    steps['alt_uint8_flip'] = mirrored[0, 0, 0, 0]
+    same = tf.reduce_all(tf.equal(scaled, library[True]))
+  config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+  times = {name: [] for name in steps}
+  with tf.Session(graph=graph, config=config) as sess:
+    if not sess.run(same, {serialized: record}):
+      raise RuntimeError('alt_uint8_flip_scale differs from the library\'s clip')
+    for fetch in steps.values():
+      sess.run(fetch, {serialized: record})
+    for _ in range(FLAGS.rounds):
+      for name, fetch in steps.items():
+        start = time.perf_counter()
+        for _ in range(5):
+          sess.run(fetch, {serialized: record})
+        times[name].append((time.perf_counter() - start) / 5 * 1000)
+  decode = statistics.median(times['lib_+decode'])
+  for name in steps:
+    median = statistics.median(times[name])
+    print(json.dumps({'step': name, 'ms_per_clip': round(median, 2),
+                      'ms_over_lib_decode': round(median - decode, 2),
+                      'rounds': [round(t, 2) for t in times[name]]}))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def _ratios(numerator, denominator):
+  ratios = [n / d for n, d in zip(numerator, denominator)]
+  return round(statistics.median(ratios), 3), [round(r, 3) for r in ratios]
+
+
+def _machine_line():
+  tf = _tf()
+  import PIL  # pylint: disable=import-outside-toplevel
+  ffmpeg = 'none'
+  if shutil.which('ffmpeg'):
+    ffmpeg = subprocess.run(['ffmpeg', '-version'], capture_output=True,
+                            text=True).stdout.split()[2]
+  return 'machine: %s, %d cores, Python %s, TensorFlow %s, Pillow %s, ffmpeg %s' % (
+      platform.machine(), os.cpu_count(), platform.python_version(), tf.__version__,
+      PIL.__version__, ffmpeg)
+
+
+def main(argv):
+  del argv
+  if FLAGS.min_frames < FLAGS.clip_frames:
+    raise app.UsageError('--min_frames=%d must be >= --clip_frames=%d: shorter videos loop '
+                         'and decode fewer distinct frames than the bound counts'
+                         % (FLAGS.min_frames, FLAGS.clip_frames))
+  work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix='input_pipeline_')
+  try:
+    data = _prepare(work_dir)
+    if FLAGS.breakdown:
+      _breakdown(data)
+      print(_machine_line())
+      return
+    _compare(data, work_dir)
+  finally:
+    if not FLAGS.work_dir:
+      shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _compare(data, work_dir):
+  has_ffmpeg = shutil.which('ffmpeg') is not None
+  if FLAGS.converter and not has_ffmpeg:
+    print('ffmpeg not found: the converter is measured alone; to compare it with ffmpeg '
+          'run `apt-get install ffmpeg`', flush=True)
+  clip_measures = {}
+  if FLAGS.clips:
+    bound = _DecodeBound(data['frame_paths'])
+    clip_measures = {'clip_pipeline': _clip_pipeline, 'decode_bound': bound,
+                     'frame_folder_python': _frame_folder_python,
+                     'frame_folder_tfdata': _frame_folder_tfdata,
+                     'frame_folder_i3d_code': _frame_folder_i3d_code}
+  conversion_measures = {}
+  if FLAGS.converter:
+    conversion_measures = {'converter': _convert, 'ffmpeg': _ffmpeg}
+    if not has_ffmpeg:
+      del conversion_measures['ffmpeg']
+  samples = {name: [] for name in clip_measures}
+  conversions = {name: [] for name in conversion_measures}
+  scratch = os.path.join(FLAGS.conversion_dir or work_dir, 'input_pipeline_scratch')
+  try:
+    for round_index in range(FLAGS.rounds + 1):  # Round 0 is the discarded warm-up.
+      for name, measure in clip_measures.items():
+        value = measure(data)
+        if round_index:
+          samples[name].append(value)
+      for name, run in conversion_measures.items():
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.sync()  # The previous round's files must not be written back during this one.
+        result = run(data, scratch)
+        if name == 'ffmpeg' and round_index == 0:
+          _check_ffmpeg_size(data, scratch)
+          data['ffmpeg_jpeg_bytes'] = _mean_jpeg_bytes(scratch)
+        if round_index:
+          conversions[name].append(result)
+      print('# round %d of %d done' % (round_index, FLAGS.rounds), flush=True)
+  finally:
+    if FLAGS.clips:
+      bound.close()
+    shutil.rmtree(scratch, ignore_errors=True)
+  _report(data, samples, conversions, bound.small_call_speed if FLAGS.clips else None)
+
+
+def _report(data, samples, conversions, small_call_speed):
+  if samples:
+    _report_clips(samples, small_call_speed)
+  _report_conversions(data, conversions)
+  print(_machine_line())
+
+
+def _report_clips(samples, small_call_speed):
+  frames = FLAGS.clip_frames
+  samples['decode_bound'] = [f / frames for f in samples['decode_bound']]  # -> clips/s
+  common = {'batch_size': FLAGS.batch_size, 'clip': [frames, FLAGS.crop_size,
+                                                     FLAGS.crop_size, 3]}
+  extra = {
+      'clip_pipeline': {'num_readers': FLAGS.num_readers,
+                        'num_parallel_calls': FLAGS.num_parallel_calls},
+      'decode_bound': {'processes': FLAGS.num_workers, 'frames_per_call': _FRAMES_PER_CALL,
+                       'frames_per_sec': round(statistics.median(samples['decode_bound'])
+                                               * frames, 1),
+                       'small_call_speed': round(small_call_speed, 3),
+                       'counts': 'decode only'},
+      'frame_folder_python': {'threads': 1},
+      'frame_folder_tfdata': {'num_parallel_calls': FLAGS.num_parallel_calls},
+      'frame_folder_i3d_code': {'num_parallel_calls': FLAGS.num_parallel_calls},
+  }
+  for name, values in samples.items():
+    print(json.dumps(dict({'measurement': name, 'clips_per_sec':
+                           round(statistics.median(values), 2),
+                           'rounds': [round(v, 2) for v in values]},
+                          **common, **extra[name])))
+  folder = max(('frame_folder_python', 'frame_folder_tfdata'),
+               key=lambda name: statistics.median(samples[name]))
+  lines = [('clip_pipeline / decode_bound', samples['decode_bound'], 0.8),
+           ('clip_pipeline / %s' % folder, samples[folder], 2.0),
+           ('clip_pipeline / frame_folder_i3d_code', samples['frame_folder_i3d_code'], None)]
+  for name, baseline, target in lines:
+    median, ratios = _ratios(samples['clip_pipeline'], baseline)
+    line = {'ratio': name, 'median': median, 'ratios': ratios}
+    if target:
+      line.update(target=target, met=median >= target)
+    else:
+      line.update(note='context: the target is judged against the faster loader above')
+    print(json.dumps(line))
+
+
+def _report_conversions(data, conversions):
+  jpeg_bytes = {'converter': _mean_jpeg_bytes(data['folder_dir']),
+                'ffmpeg': data.get('ffmpeg_jpeg_bytes')}
+  for name, results in conversions.items():
+    print(json.dumps({
+        'measurement': name,
+        'videos_per_sec': round(statistics.median(r['videos'] / r['seconds']
+                                                  for r in results), 2),
+        'frames_per_sec': round(statistics.median(r['frames'] / r['seconds']
+                                                  for r in results), 1),
+        'videos': results[0]['videos'], 'frames': results[0]['frames'],
+        'mean_jpeg_bytes': round(jpeg_bytes[name] or 0),
+        'seconds': [round(r['seconds'], 2) for r in results]}))
+  if conversions.get('converter') and conversions.get('ffmpeg'):
+    median, ratios = _ratios([r['seconds'] for r in conversions['ffmpeg']],
+                             [r['seconds'] for r in conversions['converter']])
+    print(json.dumps({'ratio': 'converter / ffmpeg (videos/s)', 'median': median,
+                      'ratios': ratios}))
+
+
+if __name__ == '__main__':
+  app.run(main)
