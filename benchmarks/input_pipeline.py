@@ -36,8 +36,9 @@ Measurements, each in clips/s of 64 x 224 x 224 x 3 float32 clips in [-1, 1]:
 Converter, in videos/s and frames/s over every listed video (train and test):
   converter       `convert_videos(short_side=256, num_workers=cores, modality='rgb')`
                   into a fresh directory: decode, resize, JPEG-encode, write records.
-  ffmpeg          `ffmpeg -threads 1 -i V -vf scale=W:256:flags=bilinear -q:v 2
-                  out/frame%06d.jpg`, one process per core, W the converter's width (341).
+  ffmpeg          `ffmpeg -threads 1 -i V -filter_threads 1 -vf scale=W:H:flags=bilinear
+                  -threads 1 -q:v 2 out/frame%06d.jpg`, one process per core, W x H the
+                  converter's frame size (341 x 256, checked on the output).
 
 This machine's run-to-run noise is about +-15 %, so the measurements alternate over
 `--rounds` rounds in one process after one discarded warm-up round, and each figure that
