@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Optional
 
-from datasets import converted_data, shard_writer, video_records, video_splits
+from datasets import video_splits
 from datasets.dataset_split import DatasetError
 from datasets.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.video_frames import VideoTask, process_video
@@ -41,6 +41,11 @@ from training.params import param
 
 __all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'EXIT_SKIPPED',
            'EXIT_STRICT_STOP']
+
+# TensorFlow-side modules, imported by _import_record_writers() when a conversion starts,
+# not at import time: spawned workers re-import this module (it is __main__ under
+# `python -m`), and importing TensorFlow there cost 5.3 s per worker.
+converted_data = shard_writer = video_records = None
 
 EXIT_SKIPPED = 3
 EXIT_STRICT_STOP = 4
@@ -277,8 +282,14 @@ def _split_plans(conversion, lists):
           for split, entries in sorted(lists.splits.items())}
 
 
+def _import_record_writers():
+  global converted_data, shard_writer, video_records  # pylint: disable=global-statement
+  from datasets import converted_data, shard_writer, video_records  # pylint: disable=import-outside-toplevel,redefined-outer-name
+
+
 def convert_videos(conversion):
   """Runs one conversion; returns the manifest dict. Raises DatasetError or StrictStop."""
+  _import_record_writers()
   _check(conversion)
   lists = video_splits.read_split_lists(
       conversion.dataset_name, conversion.splits_dir, conversion.split,
