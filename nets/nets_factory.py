@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 from tf_compat import slim
 from nets import cifarnet
+from nets import i3d
 from nets import lenet
 
 # name -> NetworkSpec. Filled by register_network; built-ins at the bottom.
@@ -216,6 +217,13 @@ _BUILTIN_NETWORKS = (
                 default_image_size=32,
                 default_weight_decay=0.004,
                 preprocessing_name='cifarnet'),
+    NetworkSpec(name='i3d',
+                net_fn=i3d.i3d,
+                arg_scope_fn=i3d.i3d_arg_scope,
+                default_image_size=224,
+                default_weight_decay=1e-7,
+                preprocessing_name='i3d',
+                default_num_frames=64),
     NetworkSpec(name='lenet',
                 net_fn=lenet.lenet,
                 arg_scope_fn=lenet.lenet_arg_scope,
