@@ -56,7 +56,8 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        modality=None, num_readers=4, num_parallel_calls=4,
                        shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
-                       eval_clips=None, prefetch_batches=2, deferred=False):
+                       eval_clips=None, prefetch_batches=2, deferred=False,
+                       repeat_first_frame=False):
   """Builds the dataset of clip batches of one split.
 
   Pipeline: shard files (a disjoint subset per shard_index) -> shuffled file order when
@@ -87,6 +88,8 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     eval_clips: evaluation only: K clips of clip_frames per video. When neither eval_frames
       nor eval_clips is given, evaluation uses eval_clips=1.
     prefetch_batches: batches prepared ahead of the consumer.
+    repeat_first_frame: an ablation: every frame of a clip is the clip's first frame, so
+      the clip carries appearance but no motion (training and evaluation alike).
     deferred: emit uint8 clips (stored values 0..255), unflipped, with each training
       clip's flip bit; the consumer calls `finish_clips` on its own device to get exactly
       the float32 clips of deferred=False.
@@ -119,11 +122,12 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   if is_training:
     dataset = dataset.repeat(num_epochs)
     dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.random(seed=seed)))
-    sample = _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred)
+    sample = _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
+                               repeat_first_frame)
   else:
     dataset = dataset.repeat(num_epochs or 1)
     sample = _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
-                           eval_clips, deferred)
+                           eval_clips, deferred, repeat_first_frame)
   dataset = dataset.map(sample, num_parallel_calls=num_parallel_calls)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(prefetch_batches)
@@ -165,7 +169,8 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
 _read_records = image_input.read_records
 
 
-def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred):
+def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
+                      repeat_first_frame):
   """-> map function (serialized, key int64) -> (clip [T, crop, crop, C], label[, flip])."""
 
   def sample(serialized, key):
@@ -177,7 +182,8 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred)
                                          minval=0, maxval=maxval, dtype=tf.int32)
 
     num_frames = tf.shape(frames)[0]
-    indices = (uniform(num_frames, _START) + tf.range(clip_frames)) % num_frames
+    indices = (uniform(num_frames, _START) + _offsets(clip_frames, repeat_first_frame)
+               ) % num_frames
 
     def random_offsets(height, width):
       return (uniform(height - crop_size + 1, _OFFSET_Y),
@@ -194,7 +200,7 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred)
 
 
 def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips,
-                  deferred):
+                  deferred, repeat_first_frame):
   """-> map function serialized -> (clips, label, video_id), centre crop, no flip."""
 
   def centre_offsets(height, width):
@@ -204,16 +210,22 @@ def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, 
     context, frames = video_records.parse_clip(serialized, modality)
     num_frames = tf.shape(frames)[0]
     if eval_frames is not None:
-      indices = tf.range(eval_frames) % num_frames                       # [N]
+      indices = _offsets(eval_frames, repeat_first_frame) % num_frames   # [N]
     else:
       starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
-      indices = (starts[:, None] + tf.range(clip_frames)[None, :]) % num_frames
+      indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
+                 ) % num_frames
     clips = _clip_at(frames, indices, modality, crop_size, centre_offsets)
     if not deferred:
       clips = finish_clips(clips, modality)
     return clips, context['clip/label/index'] - labels_offset, context['example/id']
 
   return sample
+
+
+def _offsets(length, repeat_first_frame):
+  """int32 [length]: frame offsets from a clip's start, 0..length-1 (all 0 to repeat)."""
+  return tf.zeros([length], tf.int32) if repeat_first_frame else tf.range(length)
 
 
 def _uniform_clip_starts(num_frames, clip_frames, num_clips):

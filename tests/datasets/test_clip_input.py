@@ -457,3 +457,15 @@ def test_finish_clips_keeps_the_static_shape():
     finished = clip_input.finish_clips(clips, 'flow', tf.constant([True, False, True]))
     assert finished.shape.as_list() == [3, 8, CROP, CROP, 2]
     assert finished.dtype == tf.float32
+
+
+def test_repeat_first_frame_removes_motion(rgb):
+  """Training and evaluation clips: every frame equals the clip's first frame."""
+  split, _ = rgb
+  for batch in (_batches(_training(split, repeat_first_frame=True), limit=2)
+                + _batches(_evaluation(split, eval_clips=2, repeat_first_frame=True))):
+    clips = batch[0]
+    np.testing.assert_array_equal(clips, np.broadcast_to(clips[..., :1, :, :, :],
+                                                         clips.shape))
+  moving = _batches(_training(split), limit=1)[0][0]
+  assert not np.array_equal(moving, np.broadcast_to(moving[:, :1], moving.shape))
