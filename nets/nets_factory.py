@@ -165,7 +165,7 @@ def _resolve_weight_decay(spec, weight_decay):
 
 
 def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
-                   **net_kwargs):
+                   batch_norm_decay=None, **net_kwargs):
   """Returns `network_fn(inputs, **kwargs) -> (logits, end_points)` for `name`.
 
   Args:
@@ -175,6 +175,9 @@ def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
     weight_decay: L2 scale for the net's arg scope; None uses the net's own
       default (`spec.default_weight_decay`).
     is_training: passed to the net (dropout, batch norm mode).
+    batch_norm_decay: moving-average decay of the net's batch norm, passed to its arg
+      scope; None keeps the net's own. Short runs want a lower decay than the 0.999 or
+      0.9997 of long ImageNet schedules, or the moving statistics never catch up.
     **net_kwargs: extra net arguments, e.g. `use_batch_norm=True`,
       `dropout_keep_prob=0.8`; checked against the net's signature here.
       Keyword arguments given to `network_fn` itself override them.
@@ -196,10 +199,17 @@ def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
     raise ValueError(f'num_classes must be None or an int >= 0, got {num_classes!r}')
   weight_decay = _resolve_weight_decay(spec, weight_decay)
   _check_net_kwargs(spec, net_kwargs)
+  scope_kwargs = {'weight_decay': weight_decay}
+  if batch_norm_decay is not None:
+    if _signature_default(spec.arg_scope_fn, 'batch_norm_decay') is inspect.Parameter.empty:
+      raise ValueError(f'network {spec.name!r} has no batch_norm_decay in its arg scope')
+    if not (isinstance(batch_norm_decay, numbers.Real) and 0 < batch_norm_decay < 1):
+      raise ValueError(f'batch_norm_decay must be in (0, 1), got {batch_norm_decay!r}')
+    scope_kwargs['batch_norm_decay'] = float(batch_norm_decay)
 
   @functools.wraps(spec.net_fn)
   def network_fn(inputs, **kwargs):
-    with slim.arg_scope(spec.arg_scope_fn(weight_decay=weight_decay)):
+    with slim.arg_scope(spec.arg_scope_fn(**scope_kwargs)):
       return spec.net_fn(inputs, num_classes=num_classes, is_training=is_training,
                          **{**net_kwargs, **kwargs})
 

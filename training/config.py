@@ -91,6 +91,9 @@ class TrainConfig:
   max_number_of_steps: Optional[int] = param(None, 'The maximum number of training steps.')
   use_batch_norm: Optional[bool] = param(
       None, 'For networks where batch norm is optional (lenet); unset = network default.')
+  batch_norm_decay: Optional[float] = param(
+      None, 'Moving-average decay of batch norm (i3d, lenet with batch norm); unset = '
+      'network default (0.999). Lower it for short runs.')
   dropout_keep_prob: Optional[float] = param(
       None, 'Dropout keep probability before the logits; unset = network default.')
   depth_multiplier: Optional[float] = param(

@@ -200,7 +200,8 @@ def _network_kwargs(config, dataset):
     _require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
              % config.depth_multiplier)
   try:
-    nets_factory.get_network_fn(config.model_name, dataset.num_classes, **kwargs)
+    nets_factory.get_network_fn(config.model_name, dataset.num_classes,
+                                batch_norm_decay=config.batch_norm_decay, **kwargs)
   except ValueError as error:
     raise ConfigError('--model_name=%s: %s' % (config.model_name, error)) from None
   return kwargs

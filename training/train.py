@@ -54,7 +54,8 @@ def _input_iterator(config, setup):
 def _network_fn(config, setup):
   return nets_factory.get_network_fn(
       config.model_name, num_classes=setup.dataset.num_classes - config.labels_offset,
-      weight_decay=config.weight_decay, is_training=True, **setup.network_kwargs)
+      weight_decay=config.weight_decay, batch_norm_decay=config.batch_norm_decay,
+      is_training=True, **setup.network_kwargs)
 
 
 def _clone_inputs(setup, iterator):

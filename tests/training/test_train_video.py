@@ -1,4 +1,4 @@
-"""Training on video clips: the setup rules for video data, and real I3D training runs.
+"""Training on video clips: the setup rules for video data and net flags, real I3D runs.
 
 The data are tests/video_testdata.py's converted synthetic videos (32-short-side records),
 the network a narrow I3D (depth 0.125) on 4x32x32 clips, so a run takes seconds.
@@ -80,6 +80,8 @@ def test_video_rules(rgb_dir, tmp_path, changes, message):
     (dict(repeat_first_frame=True), '--repeat_first_frame is for video datasets'),
     (dict(depth_multiplier=0.5), "--model_name=lenet: network 'lenet' does not take "
                                  "depth_multiplier"),
+    (dict(model_name='cifarnet', batch_norm_decay=0.9),
+     "--model_name=cifarnet: network 'cifarnet' has no batch_norm_decay"),
 ])
 def test_image_rules(digits_dir, tmp_path, changes, message):
   config = TrainConfig(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
