@@ -71,8 +71,19 @@ def test_default_image_size():
   assert i3d.i3d.default_image_size == 224
 
 
-def test_end_point_shapes_64x224(graph):
-  logits, end_points = _build()
+@pytest.fixture(scope='module')
+def full_net():
+  """(graph, logits, end_points) of the rgb net, 400 classes, 2x64x224x224x3 input.
+
+  Built once: building the 230 variables takes seconds; nothing here runs it.
+  """
+  with tf.Graph().as_default() as full_graph:
+    logits, end_points = _build()
+  return full_graph, logits, end_points
+
+
+def test_end_point_shapes_64x224(full_net):
+  _, logits, end_points = full_net
   expected = {name: [2] + shape for name, shape in SHAPES_64x224.items()}
   expected.update(Logits=[2, NUM_CLASSES], Predictions=[2, NUM_CLASSES])
   assert _shapes(end_points) == expected
@@ -109,9 +120,8 @@ def _conv_units():
   return units
 
 
-def test_trainable_parameter_count_rgb_400(graph):
-  _build()
-  trainable = tf.trainable_variables()
+def test_trainable_parameter_count_rgb_400(full_net):
+  trainable = full_net[0].get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
   kernels = [v for v in trainable if v.op.name.endswith('/weights')
              and '/Logits/' not in v.op.name]
   betas = [v for v in trainable if v.op.name.endswith('/BatchNorm/beta')]
@@ -127,9 +137,10 @@ def test_trainable_parameter_count_rgb_400(graph):
   assert sum(o for _, _, _, o in _conv_units()) == 7_280
 
 
-def test_variable_names_and_shapes_are_slim(graph):
-  _build()
-  shapes = {v.op.name: v.shape.as_list() for v in tf.global_variables()}
+def test_variable_names_and_shapes_are_slim(full_net):
+  full_graph = full_net[0]
+  variables = full_graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)
+  shapes = {v.op.name: v.shape.as_list() for v in variables}
   expected = {}
   for unit, kernel, inputs, outputs in _conv_units():
     expected[f'InceptionV1/{unit}/weights'] = kernel + [inputs, outputs]
@@ -139,13 +150,18 @@ def test_variable_names_and_shapes_are_slim(graph):
   expected['InceptionV1/Logits/Conv3d_0c_1x1/biases'] = [NUM_CLASSES]
   assert shapes == expected
   # Every variable is a model variable (what fine-tuning restores and clones share).
-  assert set(v.op.name for v in slim.get_model_variables()) == set(expected)
-  moving = [v for v in tf.global_variables() if 'moving_' in v.op.name]
-  assert not set(moving) & set(tf.trainable_variables())
+  model_variables = full_graph.get_collection(tf.GraphKeys.MODEL_VARIABLES)
+  assert set(v.op.name for v in model_variables) == set(expected)
+  moving = [v for v in variables if 'moving_' in v.op.name]
+  trainable = full_graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
+  assert not set(moving) & set(trainable)
+  # Every conv kernel and the logits' carry the L2 loss; training mode: 2 BN updates each.
+  assert len(full_graph.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)) == 58
+  assert len(full_graph.get_collection(tf.GraphKeys.UPDATE_OPS)) == 57 * 2
 
 
-def test_op_names_are_not_nested(graph):
-  _, end_points = _build(frames=8, size=32)
+def test_op_names_are_not_nested(full_net):
+  _, _, end_points = full_net
   assert end_points['Conv3d_1a_7x7'].op.name == 'InceptionV1/Conv3d_1a_7x7/Relu'
   assert end_points['Mixed_5c'].op.name.startswith('InceptionV1/Mixed_5c/')
   assert end_points['Logits'].op.name.startswith('InceptionV1/Logits/')
@@ -199,12 +215,22 @@ def test_registry_entry_and_default_weight_decay(graph):
   np.testing.assert_allclose(sorted(loss_values), sorted(reference), rtol=1e-5)
 
 
-def test_batch_norm_update_ops_only_in_training(graph):
-  _build(frames=8, size=32, depth_multiplier=0.125, is_training=True)
-  assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 57 * 2
-  with tf.Graph().as_default():
-    _build(frames=8, size=32, depth_multiplier=0.125, is_training=False)
-    assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
+def test_clones_share_variables_and_keep_update_ops_apart(graph):
+  clips = tf.zeros([1, 8, 32, 32, 3])
+  for clone in range(2):
+    # How model_deploy builds a second clone: its own name scope, reused variables.
+    with (tf.name_scope(f'clone_{clone}'),
+          tf.variable_scope(tf.get_variable_scope(), reuse=True if clone else None),
+          slim.arg_scope(i3d.i3d_arg_scope())):
+      i3d.i3d(clips, num_classes=5, depth_multiplier=0.125)
+  assert len(tf.global_variables()) == 57 * 4 + 2
+  for clone in range(2):
+    assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS, f'clone_{clone}/')) == 57 * 2
+
+
+def test_no_batch_norm_updates_in_inference(graph):
+  _build(frames=8, size=32, depth_multiplier=0.125, is_training=False)
+  assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
 
 
 @pytest.mark.parametrize('num_classes', [0, None])
@@ -216,7 +242,7 @@ def test_no_classes_returns_pooled_features(graph, num_classes):
 
 
 def test_spatial_squeeze_off_keeps_unit_dimensions(graph):
-  logits, _ = _build(frames=16, size=224, spatial_squeeze=False)
+  logits, _ = _build(frames=8, size=32, spatial_squeeze=False)
   assert logits.shape.as_list() == [2, 1, 1, NUM_CLASSES]
 
 
