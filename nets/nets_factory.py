@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from tf_compat import slim
 from nets import cifarnet
 from nets import i3d
+from nets import i3d_checkpoints
 from nets import lenet
 
 # name -> NetworkSpec. Filled by register_network; built-ins at the bottom.
@@ -61,6 +62,10 @@ class NetworkSpec:
       `weight_decay` default so the two cannot drift apart.
     preprocessing_name: name of the input preprocessing to look up elsewhere.
     default_num_frames: clip length for video nets (5-D inputs); None for images.
+    checkpoint_name_map: for nets with foreign checkpoints (i3d: DeepMind's),
+      fn(checkpoint names -> shapes, modality=...) -> None when the checkpoint uses our
+      variable names, else fn(variable name) -> checkpoint name; raises ValueError for
+      a checkpoint of another modality or net. None: names are used as they are.
   """
   name: str
   net_fn: Callable
@@ -69,6 +74,7 @@ class NetworkSpec:
   default_weight_decay: float
   preprocessing_name: str
   default_num_frames: Optional[int] = None
+  checkpoint_name_map: Optional[Callable] = None
 
   def __post_init__(self):
     if not isinstance(self.name, str) or not self.name:
@@ -85,6 +91,9 @@ class NetworkSpec:
     if not isinstance(self.preprocessing_name, str) or not self.preprocessing_name:
       raise ValueError(f'NetworkSpec {self.name!r}: preprocessing_name must be a '
                        f'non-empty string, got {self.preprocessing_name!r}')
+    if self.checkpoint_name_map is not None and not callable(self.checkpoint_name_map):
+      raise ValueError(f'NetworkSpec {self.name!r}: checkpoint_name_map must be None or '
+                       'callable')
     if self.default_num_frames is not None and not _is_positive_int(
         self.default_num_frames):
       raise ValueError(f'NetworkSpec {self.name!r}: default_num_frames must be None '
@@ -219,7 +228,7 @@ def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
   return network_fn
 
 
-# The built-in networks. New nets (e.g. i3d) get one entry here.
+# The built-in networks, one entry each.
 _BUILTIN_NETWORKS = (
     NetworkSpec(name='cifarnet',
                 net_fn=cifarnet.cifarnet,
@@ -233,7 +242,8 @@ _BUILTIN_NETWORKS = (
                 default_image_size=224,
                 default_weight_decay=1e-7,
                 preprocessing_name='i3d',
-                default_num_frames=64),
+                default_num_frames=64,
+                checkpoint_name_map=i3d_checkpoints.name_map_for_checkpoint),
     NetworkSpec(name='lenet',
                 net_fn=lenet.lenet,
                 arg_scope_fn=lenet.lenet_arg_scope,

@@ -30,6 +30,7 @@ class TrainSetup:
   global_batch: int
   steps_per_epoch: float
   checkpoint_file: object      # fine-tune checkpoint prefix, or None
+  checkpoint_name_map: object  # fn(variable name) -> checkpoint name, or None (same names)
   resume_checkpoint: object    # latest checkpoint already in train_dir, or None
 
 
@@ -207,6 +208,18 @@ def _network_kwargs(config, dataset):
   return kwargs
 
 
+def _checkpoint_name_map(spec, dataset, checkpoint_file):
+  """The network's map to a foreign checkpoint's names (e.g. DeepMind's I3D), or None."""
+  if checkpoint_file is None or spec.checkpoint_name_map is None:
+    return None
+  shapes = checkpoint_restore.checkpoint_shapes(checkpoint_file)
+  try:
+    return spec.checkpoint_name_map(shapes, modality=getattr(dataset, 'modality', None)
+                                    or 'rgb')
+  except ValueError as error:
+    raise ConfigError('--checkpoint_path=%s: %s' % (checkpoint_file, error)) from None
+
+
 def _deploy_config(config):
   try:
     return model_deploy.DeploymentConfig(
@@ -246,4 +259,5 @@ def check_train_config(config):
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,
+      checkpoint_name_map=_checkpoint_name_map(spec, dataset, checkpoint_file),
       resume_checkpoint=checkpoint_restore.train_dir_checkpoint(config.train_dir))

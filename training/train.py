@@ -103,7 +103,11 @@ def _fine_tune_init_fn(config, setup):
   plan = checkpoint_restore.plan_restore(
       setup.checkpoint_file, slim.get_model_variables(),
       exclude_scopes=config.checkpoint_exclude_scopes,
-      ignore_missing_vars=config.ignore_missing_vars)
+      ignore_missing_vars=config.ignore_missing_vars, name_map=setup.checkpoint_name_map)
+  naming = getattr(setup.checkpoint_name_map, 'checkpoint_naming', None)
+  if naming is not None:
+    logging.info('Checkpoint names: %s (%s), mapped to %s', naming.naming, naming.scope,
+                 config.model_name)
   checkpoint_restore.log_restore_report(plan)
   return checkpoint_restore.make_init_fn(plan)
 

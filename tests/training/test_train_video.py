@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from deployment.session_config import make_session_config
+from nets import i3d_checkpoints
 from tests import video_testdata
 from tf_compat import tf
 from training import train as train_module
@@ -141,3 +142,57 @@ def test_repeat_first_frame_trains(rgb_dir, tmp_path):
   result = train_module.train(video_config(rgb_dir, tmp_path / 'train', num_clones=1,
                                            repeat_first_frame=True, max_number_of_steps=2))
   assert result.global_step == 2 and np.isfinite(result.loss)
+
+
+def deepmind_checkpoint(prefix, stream, channels, num_classes=400):
+  """A checkpoint with DeepMind's exact naming and layout for a narrow I3D.
+
+  Names come from nets.i3d_checkpoints' table; batch-norm vectors are stored as Sonnet
+  stores them, [1, 1, 1, 1, C]. Returns (prefix, {our variable name: value}).
+  """
+  ours = video_testdata.i3d_values(channels, num_classes=num_classes)
+  stored = {}
+  for name, value in ours.items():
+    theirs = i3d_checkpoints.slim_to_deepmind_name(name, stream)
+    stored[theirs] = value.reshape([1, 1, 1, 1, -1]) if '/batch_norm/' in theirs else value
+  return video_testdata.write_checkpoint(prefix, stored), ours
+
+
+@pytest.mark.slow
+def test_fine_tune_from_a_deepmind_checkpoint_without_its_logits(rgb_dir, tmp_path):
+  prefix, ours = deepmind_checkpoint(str(tmp_path / 'rgb_imagenet' / 'model.ckpt'),
+                                     'RGB/inception_i3d', channels=3)
+  config = video_config(rgb_dir, tmp_path / 'train', num_clones=1, max_number_of_steps=1,
+                        learning_rate=1e-12, checkpoint_path=prefix,
+                        checkpoint_exclude_scopes=('InceptionV1/Logits',))
+  result = train_module.train(config)
+  reader = tf.train.load_checkpoint(result.checkpoint)
+  restored = [name for name in ours if not name.startswith('InceptionV1/Logits')
+              and 'moving_' not in name]  # one step of training moves the statistics
+  assert len(restored) > 100
+  for name in restored:
+    np.testing.assert_allclose(reader.get_tensor(name), ours[name], rtol=0, atol=1e-6,
+                               err_msg=name)
+  # The 3-way head is new: not the checkpoint's 400-way one.
+  assert reader.get_tensor('InceptionV1/Logits/Conv3d_0c_1x1/biases').shape == (3,)
+
+
+def test_deepmind_checkpoint_of_the_other_modality_is_refused(rgb_dir, tmp_path):
+  prefix, _ = deepmind_checkpoint(str(tmp_path / 'flow_imagenet' / 'model.ckpt'),
+                                  'Flow/inception_i3d', channels=2)
+  config = video_config(rgb_dir, tmp_path / 'train', checkpoint_path=prefix,
+                        checkpoint_exclude_scopes=('InceptionV1/Logits',))
+  with pytest.raises(ConfigError, match='--checkpoint_path=.*flow.* rgb') as error:
+    check_train_config(config)
+  assert '\n' not in str(error.value)
+
+
+def test_deepmind_logits_need_excluding_for_another_class_count(rgb_dir, tmp_path):
+  prefix, _ = deepmind_checkpoint(str(tmp_path / 'rgb' / 'model.ckpt'), 'RGB/inception_i3d',
+                                  channels=3)
+  config = video_config(rgb_dir, tmp_path / 'train', checkpoint_path=prefix)
+  setup = check_train_config(config)
+  with tf.Graph().as_default(), pytest.raises(
+      ConfigError, match=r'differ in shape .* InceptionV1/Logits/Conv3d_0c_1x1/\w+ is '
+                         r'\[.*3\] in the model .*checkpoint_exclude_scopes'):
+    train_module.build_training_graph(config, setup)
