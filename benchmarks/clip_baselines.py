@@ -110,7 +110,7 @@ def _load_folder_clip_i3d(folder, num_frames, rng):
 def frame_folder_tfdata(data, load_clip=_load_folder_clip):
   """I3D_Finetune's finetune.py: shuffled video list -> map(py_func) -> batch -> prefetch."""
   tf = tf_module()
-  from datasets import image_input  # pylint: disable=import-outside-toplevel
+  from datasets import record_files  # pylint: disable=import-outside-toplevel
   rng = random.Random()
   videos = [(os.path.join(data['folder_dir'], video_id), n, label)
             for video_id, n, label in data['train']]
@@ -130,7 +130,7 @@ def frame_folder_tfdata(data, load_clip=_load_folder_clip):
     dataset = dataset.map(parse, num_parallel_calls=FLAGS.num_parallel_calls)
     dataset = dataset.batch(FLAGS.batch_size, drop_remainder=True).prefetch(2)
     # The library pipeline's options (autotune off, any order), for a like-for-like run.
-    dataset = dataset.with_options(image_input.pipeline_options(deterministic=False))
+    dataset = dataset.with_options(record_files.pipeline_options(deterministic=False))
     clips, _ = tf.data.make_one_shot_iterator(dataset).get_next()
     fetch = clips[0, 0, 0, 0, 0]
   return session_rate(tf, graph, fetch)

@@ -44,7 +44,7 @@ which parallel map call handles the element. With a seed, file order, record shu
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
 """
 
-from datasets import image_input
+from datasets import record_files
 from datasets import video_records
 from tf_compat import tf
 
@@ -106,19 +106,18 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   Raises:
     ValueError: a bad argument, naming it and the accepted values; no shard files.
   """
-  image_input._check_positive(  # pylint: disable=protected-access
+  record_files.check_positive(
       batch_size=batch_size, clip_frames=clip_frames, crop_size=crop_size,
       num_readers=num_readers, num_parallel_calls=num_parallel_calls,
       shuffle_buffer_size=shuffle_buffer_size, num_shards=num_shards,
       prefetch_batches=prefetch_batches)
   modality = _resolve_modality(split, modality)
   eval_frames, eval_clips = _resolve_eval_sampling(is_training, eval_frames, eval_clips)
-  image_input._check_arguments(  # pylint: disable=protected-access
-      split, num_epochs, num_shards, shard_index, labels_offset)
-  files = image_input._input_files(  # pylint: disable=protected-access
-      split, num_shards, shard_index)
+  record_files.check_arguments(split, num_epochs, num_shards, shard_index, labels_offset)
+  files = record_files.input_files(split, num_shards, shard_index)
 
-  dataset = _read_records(files, is_training, num_readers, shuffle_buffer_size, seed)
+  dataset = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
+                                      seed)
   if is_training:
     dataset = dataset.repeat(num_epochs)
     dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.random(seed=seed)))
@@ -131,7 +130,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   dataset = dataset.map(sample, num_parallel_calls=num_parallel_calls)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(prefetch_batches)
-  return dataset.with_options(image_input.pipeline_options(
+  return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or seed is not None))
 
 
@@ -156,7 +155,7 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
     if is_training:
       raise ValueError('%s=%r is not accepted when is_training=True: it chooses the '
                        'evaluation sampling; use None' % (name, value))
-    image_input._check_positive(**{name: value})  # pylint: disable=protected-access
+    record_files.check_positive(**{name: value})
   if eval_frames is not None and eval_clips is not None:
     raise ValueError('eval_frames=%r and eval_clips=%r are not accepted together: set one '
                      '(first N frames, or K clips of clip_frames) or neither (1 clip)'
@@ -164,9 +163,6 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
   if not is_training and eval_frames is None and eval_clips is None:
     eval_clips = 1
   return eval_frames, eval_clips
-
-
-_read_records = image_input.read_records
 
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
