@@ -57,7 +57,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
                        eval_clips=None, prefetch_batches=2, deferred=False,
-                       repeat_first_frame=False):
+                       repeat_first_frame=False, random_flip=True):
   """Builds the dataset of clip batches of one split.
 
   Pipeline: shard files (a disjoint subset per shard_index) -> shuffled file order when
@@ -88,6 +88,8 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     eval_clips: evaluation only: K clips of clip_frames per video. When neither eval_frames
       nor eval_clips is given, evaluation uses eval_clips=1.
     prefetch_batches: batches prepared ahead of the consumer.
+    random_flip: training flips half the clips horizontally. Turn it off when a mirror
+      changes the label (classes told apart by left versus right motion).
     repeat_first_frame: an ablation: every frame of a clip is the clip's first frame, so
       the clip carries appearance but no motion (training and evaluation alike).
     deferred: emit uint8 clips (stored values 0..255), unflipped, with each training
@@ -122,7 +124,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     dataset = dataset.repeat(num_epochs)
     dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.random(seed=seed)))
     sample = _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
-                               repeat_first_frame)
+                               repeat_first_frame, random_flip)
   else:
     dataset = dataset.repeat(num_epochs or 1)
     sample = _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
@@ -166,7 +168,7 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
 
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
-                      repeat_first_frame):
+                      repeat_first_frame, random_flip):
   """-> map function (serialized, key int64) -> (clip [T, crop, crop, C], label[, flip])."""
 
   def sample(serialized, key):
@@ -185,7 +187,7 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
       return (uniform(height - crop_size + 1, _OFFSET_Y),
               uniform(width - crop_size + 1, _OFFSET_X))
 
-    flip = tf.equal(uniform(2, _FLIP), 1)
+    flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
     label = context['clip/label/index'] - labels_offset
     if deferred:
       return _clip_at(frames, indices, modality, crop_size, random_offsets), label, flip

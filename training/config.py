@@ -86,6 +86,9 @@ class TrainConfig:
   clip_frames: Optional[int] = param(
       None, 'Video nets: frames per training clip; unset = the network\'s (i3d: 64). '
       'train_image_size is the clip\'s crop size.')
+  random_flip: bool = param(
+      True, 'Video clips: flip half the training clips horizontally; turn off when a mirror '
+      'changes the class (left versus right motion).')
   repeat_first_frame: bool = param(
       False, 'Video ablation: every frame of a training clip is its first frame (no motion).')
   max_number_of_steps: Optional[int] = param(None, 'The maximum number of training steps.')

@@ -172,9 +172,12 @@ def _check_input_kind(config, spec, dataset):
              '--model_name=%s takes video clips but --dataset_name=%s holds images; use a '
              'video dataset: %s' % (config.model_name, config.dataset_name,
                                     ', '.join(video_splits.DATASET_NAMES)))
-    for name in ('clip_frames', 'repeat_first_frame'):
-      _require(getattr(config, name) in (None, False), '--%s is for video datasets; --dataset_name=%s '
-               'holds images' % (name, config.dataset_name))
+    video_only = {'clip_frames': config.clip_frames is not None,
+                  'repeat_first_frame': config.repeat_first_frame,
+                  'norandom_flip': not config.random_flip}
+    for flag, is_set in video_only.items():
+      _require(not is_set, '--%s is for video datasets; --dataset_name=%s holds images '
+               '(their preprocessing decides flips)' % (flag, config.dataset_name))
     return None
   _require(spec.default_num_frames is not None,
            '--dataset_name=%s holds %s video clips but --model_name=%s is an image network; '

@@ -42,7 +42,8 @@ def _input_iterator(config, setup):
       dataset = clip_input.build_clip_dataset(
           setup.dataset, clip_frames=setup.clip_frames, crop_size=setup.image_size,
           num_parallel_calls=config.num_preprocessing_threads, deferred=True,
-          repeat_first_frame=config.repeat_first_frame, **common)
+          repeat_first_frame=config.repeat_first_frame, random_flip=config.random_flip,
+          **common)
     else:
       dataset = image_input.build_image_dataset(
           setup.dataset, image_size=setup.image_size,

@@ -469,3 +469,14 @@ def test_repeat_first_frame_removes_motion(rgb):
                                                          clips.shape))
   moving = _batches(_training(split), limit=1)[0][0]
   assert not np.array_equal(moving, np.broadcast_to(moving[:, :1], moving.shape))
+
+
+def test_random_flip_off_never_flips(rgb, flow):
+  for split, _ in (rgb, flow):
+    for clips, labels, flips in _batches(_training(split, deferred=True, random_flip=False),
+                                         limit=4):
+      assert not flips.any()
+    finished = _batches(_training(split, random_flip=False), limit=2)
+    deferred = _batches(_training(split, random_flip=False, deferred=True), limit=2)
+    for (clips, _), (raw, _, _) in zip(finished, deferred):
+      np.testing.assert_allclose(raw / 127.5 - 1.0, clips, rtol=0, atol=1e-6)

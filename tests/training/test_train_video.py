@@ -79,6 +79,7 @@ def test_video_rules(rgb_dir, tmp_path, changes, message):
                              'holds images; use a video dataset: '),
     (dict(clip_frames=8), '--clip_frames is for video datasets'),
     (dict(repeat_first_frame=True), '--repeat_first_frame is for video datasets'),
+    (dict(random_flip=False), '--norandom_flip is for video datasets'),
     (dict(depth_multiplier=0.5), "--model_name=lenet: network 'lenet' does not take "
                                  "depth_multiplier"),
     (dict(model_name='cifarnet', batch_norm_decay=0.9),
