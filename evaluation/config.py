@@ -41,7 +41,8 @@ class EvalConfig:
       None, 'Set if training kept a moving average of weights: those are evaluated (for '
       'videos the same as --use_moving_averages=true).')
   eval_image_size: Optional[int] = param(
-      None, 'Image datasets: eval image size; unset = network\'s.')
+      None, 'Eval image size (videos: the centre crop\'s side, as --train_image_size '
+      'is in training); unset = the network\'s.')
   batch_size: Optional[int] = param(
       None, 'Images (or videos) per batch; unset = %d images or %d video.'
       % (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH))
@@ -58,8 +59,6 @@ class EvalConfig:
       'averaged per video. Unset (and no --eval_frames): 1 clip.')
   clip_frames: Optional[int] = param(
       None, 'Videos: frames per clip for --eval_clips; unset = the network\'s default.')
-  crop_size: Optional[int] = param(
-      None, 'Videos: centre crop size; unset = the network\'s default image size.')
   depth_multiplier: Optional[float] = param(
       None, 'Network width multiplier the model was trained with (e.g. 0.125 for a '
       'narrow I3D); unset = the network\'s default.')

@@ -17,12 +17,13 @@ from nets import nets_factory
 from training.checkpoint_restore import resolve_checkpoint
 from training.params import ConfigError
 
-__all__ = ['Sampling', 'Stream', 'EvalSetup', 'check_eval_config', 'network_kwargs']
+__all__ = ['Sampling', 'Stream', 'EvalSetup', 'check_eval_config', 'network_kwargs',
+           'resolve_sampling']
 
 _DEFAULT_CLIP_FRAMES = 64
-_VIDEO_ONLY = ('eval_frames', 'eval_clips', 'clip_frames', 'crop_size', 'depth_multiplier',
+_VIDEO_ONLY = ('eval_frames', 'eval_clips', 'clip_frames', 'depth_multiplier',
                'flow_checkpoint_path', 'flow_dataset_dir')
-_IMAGE_ONLY = ('preprocessing_name', 'eval_image_size')
+_IMAGE_ONLY = ('preprocessing_name',)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _lookup_split(dataset_name, split_name, dataset_dir, flag):
 
 def _check_numbers(config):
   for name in ('batch_size', 'max_num_batches', 'eval_frames', 'eval_clips', 'clip_frames',
-               'crop_size', 'eval_image_size', 'max_number_of_steps'):
+               'eval_image_size', 'max_number_of_steps'):
     value = getattr(config, name)
     if value is not None:
       _require(value >= 1, '--%s=%d must be >= 1 (or unset)' % (name, value))
@@ -160,6 +161,23 @@ def network_kwargs(config):
   return kwargs
 
 
+def _check_network_kind(config, split):
+  """Video data needs a video network (one with default frames), images an image one."""
+  spec = nets_factory.get_network_spec(config.model_name)
+  wanted = [n for n in nets_factory.list_networks()
+            if (nets_factory.get_network_spec(n).default_num_frames is None)
+            != bool(split.modality)]
+  if split.modality and spec.default_num_frames is None:
+    raise ConfigError('--model_name=%s is an image network, but --dataset_name=%s holds %s '
+                      'videos; use a video network: %s' % (
+                          config.model_name, config.dataset_name, split.modality,
+                          ', '.join(wanted)))
+  if not split.modality and spec.default_num_frames is not None:
+    raise ConfigError('--model_name=%s takes video clips, but --dataset_name=%s holds '
+                      'images; use an image network: %s' % (
+                          config.model_name, config.dataset_name, ', '.join(wanted)))
+
+
 def _check_network(config, num_classes):
   try:
     nets_factory.get_network_fn(config.model_name, num_classes=num_classes,
@@ -170,7 +188,9 @@ def _check_network(config, num_classes):
                                   error)) from None
 
 
-def _sampling(config):
+def resolve_sampling(config):
+  """Sampling from eval_frames, eval_clips, clip_frames, eval_image_size and the network's
+  defaults (model_name); config is any object with those fields."""
   if config.eval_frames and config.eval_clips:
     raise ConfigError('--eval_frames=%d and --eval_clips=%d are not accepted together: give '
                       'one (the first N frames, or K clips of --clip_frames) or neither '
@@ -184,7 +204,7 @@ def _sampling(config):
   return Sampling(eval_frames=config.eval_frames,
                   eval_clips=None if config.eval_frames else (config.eval_clips or 1),
                   clip_frames=clip_frames,
-                  crop_size=config.crop_size or spec.default_image_size)
+                  crop_size=config.eval_image_size or spec.default_image_size)
 
 
 def _checkpoint(config, flag):
@@ -234,7 +254,7 @@ def check_eval_config(config):
   is_video = split.modality is not None
   if is_video:
     _refuse_unused(config, _IMAGE_ONLY, 'applies to image datasets; --dataset_name=%s holds '
-                   'videos (see --crop_size)' % config.dataset_name)
+                   'videos' % config.dataset_name)
     _require(not (config.moving_average_decay and config.use_moving_averages == 'false'),
              '--moving_average_decay asks for the averaged weights, --use_moving_averages='
              'false for the raw ones: give one')
@@ -245,6 +265,7 @@ def check_eval_config(config):
            '--labels_offset=%d must be in 0..%d' % (config.labels_offset,
                                                     split.num_classes - 1))
   num_classes = split.num_classes - config.labels_offset
+  _check_network_kind(config, split)
   _check_network(config, num_classes)
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
@@ -253,4 +274,4 @@ def check_eval_config(config):
       is_video=is_video, streams=_streams(config, split), num_classes=num_classes,
       batch_size=config.batch_size or (DEFAULT_VIDEO_BATCH if is_video
                                        else DEFAULT_IMAGE_BATCH),
-      sampling=_sampling(config) if is_video else None, use_moving_averages=averages)
+      sampling=resolve_sampling(config) if is_video else None, use_moving_averages=averages)

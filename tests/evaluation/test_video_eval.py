@@ -20,7 +20,9 @@ from evaluation.config import EvalConfig
 from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
 from tf_compat import tf
+from training.config import TrainConfig
 from training.params import ConfigError
+from training.train import train
 
 NUM_TEST = 6
 
@@ -51,7 +53,7 @@ def flow_model(tmp_path_factory):
 
 def config(dataset_dir, checkpoint, **overrides):
   values = dict(dataset_name='video_folder', dataset_dir=dataset_dir, model_name='i3d',
-                checkpoint_path=checkpoint, depth_multiplier=vt.DEPTH, crop_size=vt.CROP,
+                checkpoint_path=checkpoint, depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP,
                 num_preprocessing_threads=2)
   values.update(overrides)
   return EvalConfig(**values)
@@ -189,6 +191,37 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
     assert image.height == image.width == 3 * 16 and image.encoded_image_string[1:4] == b'PNG'
 
 
+@pytest.mark.slow
+def test_a_two_clone_checkpoint_evaluates_on_one_device(rgb_dir, tmp_path):
+  """A real 2-clone training run with moving averages: its checkpoint holds no clone
+  prefix, evaluates to the reference of its averaged weights, and the same values saved
+  from a plain one-device graph give the same numbers."""
+  trained = train(TrainConfig(
+      dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
+      train_dir=str(tmp_path / 'train'), num_clones=2, clone_on_cpu=True, batch_size=2,
+      clip_frames=4, train_image_size=vt.CROP, depth_multiplier=vt.DEPTH,
+      max_number_of_steps=2, optimizer='sgd', learning_rate=0.01,
+      learning_rate_decay_type='fixed', moving_average_decay=0.5, num_readers=1,
+      num_preprocessing_threads=1, save_summaries_secs=600, save_interval_secs=600))
+  reader = tf.train.load_checkpoint(trained.checkpoint)
+  values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+  assert not [name for name in values if 'clone' in name]
+  shadows = {name[:-len(vt.EMA)]: value for name, value in values.items()
+             if name.endswith(vt.EMA)}
+  assert 'InceptionV1/Conv3d_1a_7x7/BatchNorm/moving_mean' in shadows
+  plain = vt.write_checkpoint(str(tmp_path / 'plain' / 'model.ckpt-2'), {
+      name: value for name, value in values.items()
+      if name in shadows or name.endswith(vt.EMA) or name == 'global_step'})
+  results = [evaluate(config(rgb_dir, prefix, eval_clips=2, clip_frames=4, batch_size=3))
+             for prefix in (trained.checkpoint, plain)]
+  expected = reference(rgb_dir, shadows, eval_clips=2, clip_frames=4)
+  for result in results:
+    assert result.result.global_step == 2 and result.result.primary.moving_averages
+    check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
+  np.testing.assert_array_equal(results[0].result.primary.logits,
+                                results[1].result.primary.logits)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -265,7 +298,9 @@ def test_moving_averages_required_but_absent(rgb_dir, flow_dir, flow_model):
     (dict(eval_frames=8, eval_clips=2), '--eval_frames=8 and --eval_clips=2 are not accepted'),
     (dict(eval_frames=8, clip_frames=4), '--clip_frames=4 applies to --eval_clips'),
     (dict(eval_clips=0), '--eval_clips=0 must be >= 1'),
-    (dict(eval_image_size=32), '--eval_image_size=32 applies to image datasets'),
+    (dict(preprocessing_name='lenet'), '--preprocessing_name=lenet applies to image'),
+    (dict(model_name='lenet', depth_multiplier=None), '--model_name=lenet is an image '
+     'network, but --dataset_name=video_folder holds rgb videos; use a video network: i3d'),
     (dict(flow_dataset_dir='/x'), 'add --fusion'),
     (dict(fusion=True), '--fusion needs --flow_checkpoint_path'),
     (dict(fusion=True, watch=True), '--fusion with --watch is not supported'),
