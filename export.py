@@ -1,0 +1,43 @@
+"""Exports a trained video classifier as a SavedModel, with labels.txt beside it.
+
+    python export.py --checkpoint_path=runs/ucf101_rgb_s1 --model_name=i3d \
+        --dataset_dir=data/ucf101_rgb_s1 --export_dir=models/ucf101_rgb_s1
+
+The serving signature takes clips float32 [batch, frames, height, width, channels] in
+[-1, 1] and returns logits, probabilities and the top --top_k classes (indices, labels,
+probabilities); see serving/export_model.py. Moving-average weights are exported when the
+checkpoint has them. predict.py reads the model_info.json written beside the model.
+
+Exit status: 0 exported; 2 a usage error (one `error:` line).
+"""
+
+import sys
+
+import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+from absl import app, flags, logging
+
+from serving.export_model import ExportConfig, export_saved_model
+from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+                             reject_positional_arguments)
+
+define_flags(ExportConfig)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if reject_positional_arguments(argv):
+    return 2
+  logging.set_verbosity(logging.INFO)
+  config = config_from_flags(ExportConfig, FLAGS)
+  try:
+    result = export_saved_model(config)
+  except ConfigError as error:
+    print('error: %s' % error, file=sys.stderr)
+    return 2
+  print('exported %s to %s (input %s)' % (result.info['checkpoint'], result.export_dir,
+                                          result.info['input_shape']))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=parse_flags)

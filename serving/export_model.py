@@ -1,0 +1,223 @@
+"""Exports a trained video classifier as a SavedModel with a serving signature.
+
+    result = export_saved_model(ExportConfig(checkpoint_path=..., model_name='i3d',
+                                             dataset_dir=..., export_dir=...))
+
+Signature `serving_default` (a graph-mode session saved with the tf.compat.v1
+SavedModelBuilder, tag 'serve'):
+  input   clips                float32 [batch, frames, height, width, channels] in [-1, 1]
+  outputs logits               float32 [batch, num_classes]
+          probabilities        float32 [batch, num_classes] (softmax)
+          top_k_probabilities  float32 [batch, k]
+          top_k_indices        int32 [batch, k]
+          top_k_labels         string [batch, k] (labels.txt names)
+Batch is always dynamic; height and width are the evaluation crop (I3D's logits layer
+squeezes a 1x1 map, so it accepts no other crop). Frames are dynamic when the network
+computes the same function without knowing their number; nets that shape a layer from the
+static input size (I3D's logits pool shrinks for clips under 9 frames or crops under 193)
+get the evaluation's frame count instead. Export decides by running both versions on one
+clip of the evaluation size. The exported
+weights are the moving averages when the checkpoint has them (as evaluation uses).
+Beside the model: labels.txt (copied from the records) and model_info.json
+(serving.model_info), which predict.py reads.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import Optional
+
+from absl import logging
+import numpy as np
+
+from datasets import converted_data
+from evaluation import restore
+from evaluation.config import MOVING_AVERAGE_MODES
+from evaluation.setup import resolve_sampling
+from nets import nets_factory
+from serving.model_info import LABELS_FILENAME, write_model_info
+from tf_compat import tf
+from training.checkpoint_restore import resolve_checkpoint
+from training.params import ConfigError, param
+
+__all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
+
+SIGNATURE = 'serving_default'
+_CONVERSION_FILE = 'conversion.json'   # datasets.convert_videos' settings
+_DEFAULT_DECODING = {'short_side': 256, 'fps': 0.0, 'jpeg_quality': 90}
+_SAME_OUTPUT_TOLERANCE = 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+  """export.py's parameters; sampling fields have eval.py's names and meaning."""
+  checkpoint_path: Optional[str] = param(None, 'Checkpoint prefix, or a directory (latest).')
+  model_name: Optional[str] = param(None, 'The network the checkpoint was trained as.')
+  dataset_dir: Optional[str] = param(
+      None, 'Converted records the model was trained on: labels.txt, modality and the '
+      'decoding settings predict.py repeats.')
+  export_dir: Optional[str] = param(None, 'New directory for the SavedModel.')
+  depth_multiplier: Optional[float] = param(None, 'Width multiplier used in training.')
+  eval_frames: Optional[int] = param(None, 'As eval.py: the first N frames of a video.')
+  eval_clips: Optional[int] = param(None, 'As eval.py: K clips per video (default 1).')
+  clip_frames: Optional[int] = param(None, 'As eval.py: frames per clip.')
+  eval_image_size: Optional[int] = param(None, 'As eval.py: the centre crop\'s side.')
+  use_moving_averages: str = param('auto', 'auto, true or false, as in eval.py.')
+  top_k: int = param(5, 'Classes in the top_k outputs.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+  export_dir: str
+  info: dict      # model_info.json's content
+
+
+def _require(condition, message):
+  if not condition:
+    raise ConfigError(message)
+
+
+def _read_records_info(dataset_dir):
+  """-> (dataset_info dict, {label: name}, decoding settings of the converter)."""
+  _require(dataset_dir, '--dataset_dir is required: the converted records (labels.txt, '
+           'modality, decoding settings)')
+  try:
+    info = converted_data.read_dataset_info(dataset_dir)
+    _require(info is not None and info.get('modality'), '--dataset_dir=%s holds no '
+             'converted video records (no dataset_info.json with a modality)' % dataset_dir)
+    labels = converted_data.read_labels_file(dataset_dir)
+  except ValueError as error:
+    raise ConfigError('--dataset_dir=%s: %s' % (dataset_dir, error)) from None
+  path = os.path.join(dataset_dir, _CONVERSION_FILE)
+  if not os.path.isfile(path):
+    logging.warning('%s is missing: predict.py will decode videos with the converter\'s '
+                    'defaults %s', path, _DEFAULT_DECODING)
+    return info, labels, dict(_DEFAULT_DECODING)
+  with open(path) as handle:
+    settings = json.load(handle)
+  return info, labels, {key: settings.get(key, value)
+                        for key, value in _DEFAULT_DECODING.items()}
+
+
+def _check(config):
+  """-> (checkpoint prefix, records info, labels, settings, sampling). Raises ConfigError."""
+  for flag in ('checkpoint_path', 'model_name', 'export_dir'):
+    _require(getattr(config, flag), '--%s is required' % flag)
+  _require(config.model_name in nets_factory.list_networks(), '--model_name=%s is not a '
+           'known network; valid: %s' % (config.model_name,
+                                         ', '.join(nets_factory.list_networks())))
+  _require(nets_factory.get_network_spec(config.model_name).default_num_frames is not None,
+           '--model_name=%s is an image network; export.py exports video networks'
+           % config.model_name)
+  _require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s is '
+           'not accepted; valid: %s' % (config.use_moving_averages,
+                                       ', '.join(MOVING_AVERAGE_MODES)))
+  _require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
+  _require(not os.path.exists(config.export_dir), '--export_dir=%s already exists; give a '
+           'new directory' % config.export_dir)
+  checkpoint = resolve_checkpoint(config.checkpoint_path)
+  info, labels, settings = _read_records_info(config.dataset_dir)
+  return checkpoint, info, labels, settings, resolve_sampling(config)
+
+
+def _network_fn(config, num_classes):
+  kwargs = {}
+  if config.depth_multiplier is not None:
+    kwargs['depth_multiplier'] = config.depth_multiplier
+  try:
+    return nets_factory.get_network_fn(config.model_name, num_classes, is_training=False,
+                                       **kwargs), kwargs
+  except ValueError as error:
+    raise ConfigError('--model_name=%s: %s' % (config.model_name, error)) from None
+
+
+def _build(network_fn, static_shape):
+  """Inputs with static and with dynamic frames, sharing one set of variables.
+
+  Returns:
+    {'static' | 'dynamic': (clips placeholder, logits)}.
+  """
+  dynamic_shape = [None, None] + static_shape[2:]
+  built = {}
+  for name, shape, reuse in (('static', static_shape, None), ('dynamic', dynamic_shape, True)):
+    with tf.variable_scope(tf.get_variable_scope(), reuse=reuse):
+      clips = tf.placeholder(tf.float32, shape, name='clips_%s' % name)
+      built[name] = (clips, network_fn(clips)[0])
+  return built
+
+
+def _same_function(sess, built, static_shape):
+  """Whether the dynamic version scores a random clip of the static size like the static.
+
+  It may also fail to run on it (e.g. a pool larger than the map it gets): not the same.
+  """
+  clip = np.random.RandomState(0).uniform(-1, 1, [1] + static_shape[1:]).astype(np.float32)
+  try:
+    outputs = [sess.run(built[name][1], {built[name][0]: clip})
+               for name in ('static', 'dynamic')]
+  except tf.errors.InvalidArgumentError:
+    return False
+  return outputs[0].shape == outputs[1].shape and np.allclose(
+      outputs[0], outputs[1], rtol=0, atol=_SAME_OUTPUT_TOLERANCE)
+
+
+def _signature(clips, logits, labels, top_k):
+  probabilities = tf.nn.softmax(logits)
+  top_p, top_i = tf.nn.top_k(probabilities, k=min(top_k, len(labels)))
+  names = tf.constant([labels[i] for i in range(len(labels))])
+  outputs = {'logits': logits, 'probabilities': probabilities, 'top_k_probabilities': top_p,
+             'top_k_indices': top_i, 'top_k_labels': tf.gather(names, top_i)}
+  return tf.saved_model.signature_def_utils.predict_signature_def(
+      inputs={'clips': clips}, outputs=outputs)
+
+
+def _restore(config, sess, checkpoint, num_classes, channels):
+  plan = restore.plan_restore(restore.RestoreSpec(
+      checkpoint=checkpoint, checkpoint_flag='checkpoint_path', model_name=config.model_name,
+      num_classes=num_classes, channels=channels,
+      data_flag='dataset_dir=%s' % config.dataset_dir,
+      use_moving_averages=config.use_moving_averages), tf.global_variables())
+  tf.train.Saver(plan.var_list).restore(sess, checkpoint)
+  return plan
+
+
+def export_saved_model(config):
+  """Checks config, restores the checkpoint and writes the SavedModel; -> ExportResult.
+
+  Raises:
+    ConfigError: a user mistake (missing checkpoint, one of another model, class count or
+      modality, an existing export_dir, ...).
+  """
+  checkpoint, records, labels, settings, sampling = _check(config)
+  num_classes, channels = len(labels), records['num_channels']
+  network_fn, net_kwargs = _network_fn(config, num_classes)
+  static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
+  with tf.Graph().as_default(), tf.Session() as sess:
+    built = _build(network_fn, static_shape)
+    plan = _restore(config, sess, checkpoint, num_classes, channels)
+    kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'
+    if kind == 'static':
+      logging.info('%s shapes a layer from the input size at %s: exporting that size',
+                   config.model_name, static_shape)
+    clips, logits = built[kind]
+    builder = tf.saved_model.builder.SavedModelBuilder(config.export_dir)
+    builder.add_meta_graph_and_variables(
+        sess, [tf.saved_model.tag_constants.SERVING],
+        signature_def_map={SIGNATURE: _signature(clips, logits, labels, config.top_k)},
+        strip_default_attrs=True)
+    builder.save()
+  shutil.copy(os.path.join(config.dataset_dir, LABELS_FILENAME),
+              os.path.join(config.export_dir, LABELS_FILENAME))
+  info = {
+      'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
+      'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
+      'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
+      'input_shape': clips.shape.as_list(), 'sampling': sampling.as_dict(),
+      'decoding': settings,
+      'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes)}
+  write_model_info(config.export_dir, info)
+  logging.info('Exported %s (step %d%s) to %s, input %s', checkpoint, plan.global_step,
+               ', moving averages' if plan.moving_averages else '', config.export_dir,
+               info['input_shape'])
+  return ExportResult(config.export_dir, info)

@@ -1,0 +1,47 @@
+"""`model_info.json`: what export.py writes beside a SavedModel so predict.py can feed it.
+
+    {"model_name": "i3d", "net_kwargs": {"depth_multiplier": 0.125},
+     "checkpoint": ".../model.ckpt-5000", "global_step": 5000, "moving_averages": true,
+     "num_classes": 101, "modality": "rgb", "channels": 3,
+     "input_shape": [null, 64, 224, 224, 3],       # null = any size
+     "sampling": {"mode": "eval_clips", "clips": 1, "clip_frames": 64, "crop_size": 224},
+     "decoding": {"short_side": 256, "fps": 0.0, "jpeg_quality": 90},
+     "signature": "serving_default", "top_k": 5}
+
+`sampling` is evaluation's (evaluation.setup.Sampling), `decoding` the converter's
+settings of the records the model was evaluated on (datasets.convert_videos), so a video
+file is prepared for the model exactly as it was for evaluation.
+"""
+
+import json
+import os
+
+__all__ = ['MODEL_INFO_FILENAME', 'LABELS_FILENAME', 'write_model_info', 'read_model_info']
+
+MODEL_INFO_FILENAME = 'model_info.json'
+LABELS_FILENAME = 'labels.txt'
+_KEYS = ('model_name', 'num_classes', 'modality', 'channels', 'input_shape', 'sampling',
+         'decoding', 'signature')
+
+
+def write_model_info(export_dir, info):
+  with open(os.path.join(export_dir, MODEL_INFO_FILENAME), 'w') as handle:
+    json.dump(info, handle, indent=1)
+    handle.write('\n')
+
+
+def read_model_info(model_dir):
+  """The model_info dict; ValueError (one line) when model_dir is not an export."""
+  path = os.path.join(model_dir, MODEL_INFO_FILENAME)
+  if not os.path.isfile(path):
+    raise ValueError('%s holds no %s: not a model written by export.py'
+                     % (model_dir, MODEL_INFO_FILENAME))
+  with open(path) as handle:
+    try:
+      info = json.load(handle)
+    except ValueError as error:
+      raise ValueError('%s is not valid JSON: %s' % (path, error)) from None
+  missing = [key for key in _KEYS if key not in info]
+  if missing:
+    raise ValueError('%s lacks %s; re-export the model' % (path, ', '.join(missing)))
+  return info

@@ -1,0 +1,120 @@
+"""serving.export_model: the SavedModel scores clips exactly as evaluation does.
+
+References: evaluation's own per-video probabilities (evaluation.run), and the clips of
+the converted records decoded with Pillow and sampled in NumPy (tests/video_testdata).
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from evaluation import run
+from evaluation.config import EvalConfig
+from serving.export_model import ExportConfig, export_saved_model
+from serving.model_info import read_model_info
+from tests import video_testdata as vt
+from tf_compat import tf
+from training.params import ConfigError
+
+
+@pytest.fixture(scope='module')
+def rgb_dir(tmp_path_factory):
+  return vt.converted(tmp_path_factory, 'rgb')
+
+
+@pytest.fixture(scope='module')
+def rgb_model(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('export_rgb_model')
+  return vt.random_i3d_checkpoint(str(directory / 'model.ckpt-7'), 3, global_step=7,
+                                  with_ema=True)
+
+
+def export_config(rgb_dir, checkpoint, export_dir, **overrides):
+  values = dict(checkpoint_path=checkpoint, model_name='i3d', dataset_dir=rgb_dir,
+                export_dir=str(export_dir), depth_multiplier=vt.DEPTH,
+                eval_image_size=vt.CROP, clip_frames=8)
+  values.update(overrides)
+  return ExportConfig(**values)
+
+
+def run_signature(model_dir, clips):
+  with tf.Graph().as_default(), tf.Session() as sess:
+    meta = tf.saved_model.loader.load(sess, ['serve'], model_dir)
+    signature = meta.signature_def['serving_default']
+    names = sorted(signature.outputs)
+    values = sess.run([signature.outputs[n].name for n in names],
+                      {signature.inputs['clips'].name: clips})
+  return dict(zip(names, values))
+
+
+@pytest.mark.slow
+def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path):
+  """One clip of 8 frames per test video: the SavedModel's probabilities for that clip
+  equal eval's per-video probabilities within 1e-5 (moving averages in both)."""
+  prefix, _, _ = rgb_model
+  export_dir = str(tmp_path / 'export')
+  result = export_saved_model(export_config(rgb_dir, prefix, export_dir, top_k=2))
+  evaluated = list(run.evaluations(EvalConfig(
+      dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
+      checkpoint_path=prefix, depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP,
+      clip_frames=8, batch_size=4, num_preprocessing_threads=2)))[0].result.primary
+  videos = vt.read_records(rgb_dir)
+  clips = np.concatenate([vt.reference_clips(videos[i][1], eval_clips=1, clip_frames=8)
+                          for i in evaluated.video_ids])
+  outputs = run_signature(export_dir, clips)
+  np.testing.assert_allclose(outputs['probabilities'], evaluated.probabilities(),
+                             rtol=0, atol=1e-5)
+  np.testing.assert_allclose(outputs['logits'], evaluated.logits, rtol=0, atol=1e-4)
+  best = np.argsort(-outputs['probabilities'], axis=1, kind='stable')[:, :2]
+  assert outputs['top_k_indices'].tolist() == best.tolist()
+  names = ['MoveDown', 'MoveLeft', 'MoveRight']
+  assert [[n.decode() for n in row] for row in outputs['top_k_labels']] == [
+      [names[i] for i in row] for row in best]
+  np.testing.assert_allclose(outputs['top_k_probabilities'],
+                             np.take_along_axis(outputs['probabilities'], best, 1))
+
+  info = read_model_info(export_dir)
+  assert info == result.info
+  assert (info['checkpoint'], info['global_step'], info['moving_averages']) == (prefix, 7, True)
+  assert info['input_shape'] == [None, 8, vt.CROP, vt.CROP, 3]  # i3d's pool needs the size
+  assert info['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8,
+                              'crop_size': vt.CROP}
+  assert info['decoding'] == {'short_side': vt.SHORT_SIDE, 'fps': 0.0, 'jpeg_quality': 90}
+  with open(os.path.join(export_dir, 'labels.txt')) as exported, \
+      open(os.path.join(rgb_dir, 'labels.txt')) as original:
+    assert exported.read() == original.read()
+
+
+@pytest.mark.slow
+def test_dynamic_shapes_where_the_net_allows(rgb_dir, rgb_model, tmp_path):
+  """At 16 x 224 x 224 I3D's logits pool is full size, so frames are left dynamic, and a
+  clip of another length scores as a static graph of that length."""
+  export_dir = str(tmp_path / 'export')
+  result = export_saved_model(export_config(rgb_dir, rgb_model[0], export_dir,
+                                            eval_image_size=224, clip_frames=16))
+  assert result.info['input_shape'] == [None, None, 224, 224, 3]
+  clip = np.random.RandomState(1).uniform(-1, 1, [1, 20, 224, 224, 3]).astype(np.float32)
+  expected = vt.reference_logits(rgb_model[2], clip)
+  np.testing.assert_allclose(run_signature(export_dir, clip)['logits'], expected,
+                             rtol=1e-4, atol=1e-4)
+
+
+def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
+  flow_prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'flow' / 'model.ckpt-1'), 2)
+  cases = [
+      (dict(checkpoint_path=str(tmp_path / 'none')), '--checkpoint_path=.* no such checkpoint'),
+      (dict(export_dir=str(tmp_path)), '--export_dir=.* already exists'),
+      (dict(model_name='lenet', depth_multiplier=None), '--model_name=lenet is an image '
+                                                        'network'),
+      (dict(dataset_dir=str(tmp_path)), '--dataset_dir=.* holds no converted video records'),
+      (dict(checkpoint_path=flow_prefix), r'takes 2-channel input \(flow\), but '
+                                          r'--dataset_dir=.* holds rgb records'),
+      (dict(top_k=0), '--top_k=0 must be >= 1'),
+  ]
+  for overrides, message in cases:
+    config = export_config(rgb_dir, rgb_model[0], tmp_path / 'export')
+    with pytest.raises(ConfigError, match=message):
+      export_saved_model(dataclasses.replace(config, **overrides))
+  assert not os.path.exists(str(tmp_path / 'export'))
