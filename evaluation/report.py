@@ -5,8 +5,8 @@ fusion): scalars `eval/s/top1`, `eval/s/top5`, `eval/s/mean_class_accuracy`, and
 image `eval/s/confusion_matrix` (rows true class, columns predicted, each row scaled by
 its class's videos: white 0, dark blue all).
 
-The JSON report `report-<step>.json` (`report-<rgb step>-flow-<flow step>.json` for a
-fusion) beside them:
+The JSON report `report-<N>.json` for checkpoint model.ckpt-N
+(`report-<rgb N>-flow-<flow N>.json` for a fusion) beside them:
 
     {"dataset": {"name", "split", "num_videos", "dirs": {stream: dir}},
      "model": {"name", "num_classes", "net_kwargs"},
@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from evaluation.setup import network_kwargs
+from evaluation.watch import checkpoint_step
 from tf_compat import tf
 
 __all__ = ['report_dict', 'report_path', 'write_report', 'write_summaries',
@@ -118,11 +119,22 @@ def report_dict(config, setup, result):
       'videos': _videos(result.primary)}
 
 
+def _name_step(stream):
+  """The step in the checkpoint's name (model.ckpt-N); its stored global_step otherwise.
+
+  Names, not stored steps, keep reports apart: slim's Supervisor names a checkpoint before
+  it reads the variables, so model.ckpt-0 can hold global_step 1, like model.ckpt-1.
+  """
+  step = checkpoint_step(stream.checkpoint)
+  return stream.global_step if step is None else step
+
+
 def report_path(eval_dir, result):
-  steps = {s.name: s.global_step for s in result.streams}
-  if 'fusion' in steps:
-    return os.path.join(eval_dir, 'report-%d-flow-%d.json' % (steps['rgb'], steps['flow']))
-  return os.path.join(eval_dir, 'report-%d.json' % result.global_step)
+  streams = {s.name: s for s in result.streams}
+  if 'fusion' in streams:
+    return os.path.join(eval_dir, 'report-%d-flow-%d.json' % (
+        _name_step(streams['rgb']), _name_step(streams['flow'])))
+  return os.path.join(eval_dir, 'report-%d.json' % _name_step(result.primary))
 
 
 def write_report(eval_dir, config, setup, result):

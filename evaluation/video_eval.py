@@ -117,6 +117,16 @@ def _restore_plan(config, setup, stream, checkpoint):
   return restore.plan_restore(spec, tf.global_variables())
 
 
+def _restore(sess, saver, stream, checkpoint):
+  """saver.restore; a checkpoint gone since it was planned (a trainer's Saver keeps only
+  its newest) or unreadable is a ConfigError naming it."""
+  try:
+    saver.restore(sess, checkpoint)
+  except (tf.errors.NotFoundError, tf.errors.DataLossError) as error:
+    raise ConfigError('--%s=%s could not be read: %s' % (
+        stream.checkpoint_flag, checkpoint, str(error).split('\n')[0])) from None
+
+
 def _run(sess, fetches, max_num_batches):
   """Runs `fetches` (logits, labels, ids) to the end of the data; concatenated arrays."""
   parts, batches = [], 0
@@ -147,7 +157,7 @@ def score_videos(config, setup, stream, checkpoint):
     plan = _restore_plan(config, setup, stream, checkpoint)
     saver = tf.train.Saver(plan.var_list)
     with tf.Session(config.master) as sess:
-      saver.restore(sess, checkpoint)
+      _restore(sess, saver, stream, checkpoint)
       arrays = _run(sess, [logits, labels, video_ids], config.max_num_batches)
   if arrays is None:
     raise ConfigError('--%s: the %s split yielded no video' % (

@@ -1,0 +1,47 @@
+"""Classifies a video file with a model exported by export.py; prints the top 5 classes.
+
+    python predict.py --model_dir=models/ucf101_rgb_s1 --video=clip.mp4 [--json]
+
+The video is prepared as evaluation prepared its data (decoding, resizing, frame
+sampling, centre crop, [-1, 1] scaling; see serving/predict_video.py).
+
+Exit status: 0 done; 2 a usage error or a file that is not a readable video (one `error:`
+line).
+"""
+
+import json
+import sys
+
+import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+from absl import app, flags
+
+from serving.predict_video import PredictConfig, predict_video
+from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+                             reject_positional_arguments)
+
+define_flags(PredictConfig)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if reject_positional_arguments(argv):
+    return 2
+  config = config_from_flags(PredictConfig, FLAGS)
+  try:
+    prediction = predict_video(config)
+  except ConfigError as error:
+    print('error: %s' % error, file=sys.stderr)
+    return 2
+  if config.json:
+    print(json.dumps(prediction.as_dict()))
+  else:
+    print('%s (%d frames, %d clip%s):' % (prediction.video, prediction.num_frames,
+                                          prediction.num_clips,
+                                          '' if prediction.num_clips == 1 else 's'))
+    for rank, (name, _, probability) in enumerate(prediction.top, start=1):
+      print('%2d. %-30s %6.2f%%' % (rank, name, 100 * probability))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,129 @@
+"""Classifies one video file with a model written by export.py.
+
+    prediction = predict_video(PredictConfig(model_dir='export/', video='clip.mp4'))
+    prediction.top   # [(label name, class index, probability)], best first
+
+The file goes through the path its model's evaluation data went through, so the model sees
+what eval.py would show it for that video: the converter's per-video work
+(`datasets.video_frames.process_video`: PyAV decode, short side resized, optional frame
+rate, TV-L1 flow for flow models, JPEG at the converter's quality), one clip record
+(`datasets.video_records`), then evaluation's clip sampling and centre crop
+(`datasets.clip_input`, values in [-1, 1]). The model's logits are averaged over the
+video's clips (as evaluation does) and turned into probabilities.
+"""
+
+import dataclasses
+import os
+import tempfile
+from typing import Optional
+
+import numpy as np
+
+from datasets import clip_input, converted_data, shard_writer, video_records
+from datasets.dataset_split import DatasetSplit
+from datasets.video_frames import BadVideo, VideoTask, process_video
+from serving.model_info import read_model_info
+from tf_compat import tf
+from training.params import ConfigError, param
+
+__all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictConfig:
+  """predict.py's parameters."""
+  model_dir: Optional[str] = param(None, 'A directory written by export.py.')
+  video: Optional[str] = param(None, 'The video file to classify.')
+  top_k: int = param(5, 'How many classes to print.')
+  json: bool = param(False, 'Print one JSON object instead of a table.')
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Prediction:
+  """probabilities: float32 [num_classes]; top: [(name, index, probability)], best first;
+  num_clips: clips the video was scored with; num_frames: its decoded frames."""
+  video: str
+  probabilities: np.ndarray
+  top: list
+  num_clips: int
+  num_frames: int
+
+  def as_dict(self):
+    return {'video': self.video, 'num_frames': self.num_frames, 'num_clips': self.num_clips,
+            'predictions': [{'label': name, 'index': index, 'probability': probability}
+                            for name, index, probability in self.top]}
+
+
+def _record_file(directory, video, info):
+  """Converts the video into one clip record file; -> (path, number of frames)."""
+  decoding = info['decoding']
+  task = VideoTask(os.path.abspath(video), os.path.basename(video), info['modality'],
+                   short_side=decoding['short_side'], fps=decoding['fps'],
+                   jpeg_quality=decoding['jpeg_quality'])
+  try:
+    frames = process_video(task)
+  except BadVideo as error:
+    raise ConfigError('--video=%s: %s' % (video, error)) from None
+  record = video_records.clip_to_sequence_example(
+      frames['frames'], modality=info['modality'], label=0, label_string='',
+      video_id=task.video_id, data_path=video, height=frames['height'],
+      width=frames['width'], frame_rate=frames['frame_rate'])
+  shard_writer.write_shard([record.SerializeToString()], directory, 'video', 0, 1,
+                           num_records=1)
+  return len(frames['frames'])
+
+
+def prepare_clips(video, info):
+  """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
+
+  Raises:
+    ConfigError: the file is not a readable video.
+  """
+  sampling = info['sampling']
+  with tempfile.TemporaryDirectory() as directory:
+    num_frames = _record_file(directory, video, info)
+    split = DatasetSplit(
+        name='video', split_name='video', dataset_dir=directory,
+        file_pattern=shard_writer.shard_file_pattern(directory, 'video', 1), num_samples=1,
+        num_classes=info['num_classes'], labels_to_names={}, num_channels=info['channels'],
+        modality=info['modality'])
+    with tf.Graph().as_default():
+      dataset = clip_input.build_clip_dataset(
+          split, batch_size=1, clip_frames=sampling.get('clip_frames', 1),
+          crop_size=sampling['crop_size'], is_training=False, modality=info['modality'],
+          num_readers=1, num_parallel_calls=1, num_epochs=1, drop_remainder=False,
+          eval_frames=sampling.get('frames'), eval_clips=sampling.get('clips'))
+      clips = tf.data.make_one_shot_iterator(dataset).get_next()[0]
+      with tf.Session() as sess:
+        clips = sess.run(clips)[0]
+  return (clips[None] if sampling['mode'] == 'eval_frames' else clips), num_frames
+
+
+def _logits(model_dir, info, clips):
+  """Runs the SavedModel's signature on clips [K, T, H, W, C]; -> logits [K, C]."""
+  with tf.Graph().as_default(), tf.Session() as sess:
+    meta = tf.saved_model.loader.load(sess, [tf.saved_model.tag_constants.SERVING], model_dir)
+    signature = meta.signature_def[info['signature']]
+    return sess.run(signature.outputs['logits'].name,
+                    {signature.inputs['clips'].name: clips})
+
+
+def predict_video(config):
+  """Checks config, prepares the video, runs the model; -> Prediction. Raises ConfigError."""
+  for flag in ('model_dir', 'video'):
+    if not getattr(config, flag):
+      raise ConfigError('--%s is required' % flag)
+  if config.top_k < 1:
+    raise ConfigError('--top_k=%d must be >= 1' % config.top_k)
+  try:
+    info = read_model_info(config.model_dir)
+    labels = converted_data.read_labels_file(config.model_dir)
+  except ValueError as error:
+    raise ConfigError('--model_dir=%s: %s' % (config.model_dir, error)) from None
+  clips, num_frames = prepare_clips(config.video, info)
+  logits = _logits(config.model_dir, info, clips).astype(np.float64).mean(axis=0)
+  exp = np.exp(logits - logits.max())
+  probabilities = (exp / exp.sum()).astype(np.float32)
+  order = np.argsort(-probabilities, kind='stable')[:config.top_k]
+  top = [(labels.get(int(i), str(int(i))), int(i), float(probabilities[i])) for i in order]
+  return Prediction(config.video, probabilities, top, len(clips), num_frames)

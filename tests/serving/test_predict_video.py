@@ -1,0 +1,61 @@
+"""serving.predict_video: a video file is prepared exactly as its converted record is
+evaluated. Reference: the converter's records decoded with Pillow, frames sampled,
+cropped and scaled in NumPy (tests/video_testdata)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from serving.predict_video import PredictConfig, predict_video, prepare_clips
+from tests import video_testdata as vt
+from training.params import ConfigError
+
+
+def info(modality, sampling):
+  return {'modality': modality, 'channels': 3 if modality == 'rgb' else 2, 'num_classes': 3,
+          'sampling': dict(sampling, crop_size=vt.CROP),
+          'decoding': {'short_side': vt.SHORT_SIDE, 'fps': 0.0, 'jpeg_quality': 90}}
+
+
+@pytest.mark.parametrize('modality,sampling,reference', [
+    ('rgb', {'mode': 'eval_clips', 'clips': 3, 'clip_frames': 5},
+     dict(eval_clips=3, clip_frames=5)),
+    ('rgb', {'mode': 'eval_frames', 'frames': 16}, dict(eval_frames=16)),
+    ('flow', {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8},
+     dict(eval_clips=1, clip_frames=8)),
+])
+def test_clips_equal_those_of_the_converted_record(tmp_path_factory, modality, sampling,
+                                                   reference):
+  videos = vt.synthetic_videos(tmp_path_factory)
+  records = vt.read_records(vt.converted(tmp_path_factory, modality), modality=modality)
+  for video in [v for v in videos['videos'] if v['split'] == 'test'][:2]:
+    video_id = os.path.splitext(os.path.basename(video['path']))[0]
+    clips, num_frames = prepare_clips(os.path.join(videos['video_dir'], video['path']),
+                                      info(modality, sampling))
+    expected = vt.reference_clips(records[video_id][1], **reference)
+    assert num_frames == len(records[video_id][1])
+    assert clips.shape == expected.shape
+    np.testing.assert_allclose(clips, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize('content,reason', [
+    (None, 'no such file'), (b'', 'empty file'), (b'hello, not a video\n', 'not a video')])
+def test_a_file_that_is_not_a_readable_video(tmp_path, content, reason):
+  path = str(tmp_path / 'clip.mp4')
+  if content is not None:
+    with open(path, 'wb') as handle:
+      handle.write(content)
+  with pytest.raises(ConfigError) as error:
+    prepare_clips(path, info('rgb', {'mode': 'eval_frames', 'frames': 4}))
+  message = str(error.value)
+  assert message.startswith('--video=%s: ' % path) and reason in message
+  assert '\n' not in message
+
+
+def test_a_directory_that_is_not_an_export(tmp_path):
+  with pytest.raises(ConfigError, match='--model_dir=.* holds no model_info.json: not a model '
+                                        'written by export.py'):
+    predict_video(PredictConfig(model_dir=str(tmp_path), video='clip.mp4'))
+  with pytest.raises(ConfigError, match='--video is required'):
+    predict_video(PredictConfig(model_dir=str(tmp_path)))

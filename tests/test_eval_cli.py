@@ -1,0 +1,110 @@
+"""eval.py as users run it: real processes, one `error:` line for bad input, and --watch
+beside a real training job (train_image_classifier.py on the synthetic videos)."""
+
+import concurrent.futures
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from evaluation import watch
+from tests import video_testdata as vt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+I3D_FLAGS = ['--model_name=i3d', '--depth_multiplier=%g' % vt.DEPTH,
+             '--dataset_name=video_folder']
+
+
+def env():
+  values = dict(os.environ)
+  for name in ('SLIMDEPLOY_TF_VERBOSE', 'TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS'):
+    values.pop(name, None)
+  values['PYTHONPATH'] = ROOT
+  return values
+
+
+def start(script, args, log_path):
+  log = open(log_path, 'w')  # pylint: disable=consider-using-with
+  return subprocess.Popen([sys.executable, script] + args, cwd=ROOT, env=env(),
+                          stdout=subprocess.PIPE, stderr=log, text=True), log
+
+
+def run(script, args):
+  return subprocess.run([sys.executable, script] + args, cwd=ROOT, env=env(),
+                        capture_output=True, text=True, timeout=300)
+
+
+def assert_one_error_line(result, *texts):
+  report = 'exit %d\nstdout:\n%s\nstderr:\n%s' % (result.returncode, result.stdout,
+                                                  result.stderr)
+  assert 'Traceback' not in result.stderr, report
+  assert result.returncode == 2, report
+  lines = result.stderr.splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: '), report
+  for text in texts:
+    assert text in lines[0], report
+
+
+def test_bad_input_gets_one_error_line(tmp_path, tmp_path_factory):
+  rgb_dir = vt.converted(tmp_path_factory, 'rgb')
+  flow_prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'flow' / 'model.ckpt-3'), 2)
+  common = I3D_FLAGS + ['--dataset_dir=%s' % rgb_dir, '--eval_image_size=32']
+  cases = {
+      'missing checkpoint': (['--checkpoint_path=%s' % (tmp_path / 'none')],
+                             ['--checkpoint_path=', 'no such checkpoint']),
+      'wrong modality': (['--checkpoint_path=%s' % flow_prefix],
+                         ['takes 2-channel input (flow)', 'holds rgb records']),
+  }
+  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    results = {name: pool.submit(run, 'eval.py', common + args)
+               for name, (args, _) in cases.items()}
+  for name, (_, texts) in cases.items():
+    assert_one_error_line(results[name].result(), *texts)
+
+
+@pytest.mark.slow
+def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path_factory):
+  """eval.py --watch starts before the training directory exists, evaluates each new
+  checkpoint once as the trainer saves it (every second), and exits by itself after
+  the last step."""
+  rgb_dir = vt.converted(tmp_path_factory, 'rgb')
+  train_dir, eval_dir, steps = tmp_path / 'train', tmp_path / 'eval', 12
+  watcher, watch_log = start('eval.py', I3D_FLAGS + [
+      '--dataset_dir=%s' % rgb_dir, '--checkpoint_path=%s' % train_dir, '--watch',
+      '--max_number_of_steps=%d' % steps, '--watch_poll_secs=0.5', '--watch_timeout=240',
+      '--eval_dir=%s' % eval_dir, '--eval_image_size=32', '--clip_frames=4',
+      '--batch_size=6', '--num_preprocessing_threads=1'], tmp_path / 'eval.log')
+  trainer, train_log = start('train_image_classifier.py', I3D_FLAGS + [
+      '--dataset_dir=%s' % rgb_dir, '--train_dir=%s' % train_dir, '--clip_frames=4',
+      '--train_image_size=32', '--batch_size=2', '--max_number_of_steps=%d' % steps,
+      '--save_interval_secs=1', '--save_summaries_secs=600', '--optimizer=sgd',
+      '--learning_rate=0.01', '--learning_rate_decay_type=fixed', '--num_readers=1',
+      '--num_preprocessing_threads=1', '--log_every_n_steps=1'], tmp_path / 'train.log')
+  try:
+    trainer.communicate(timeout=300)
+    watch_out, _ = watcher.communicate(timeout=300)
+  finally:
+    for process, log in ((trainer, train_log), (watcher, watch_log)):
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+      log.close()
+  logs = '\n'.join('%s:\n%s' % (name, open(str(tmp_path / name)).read()[-6000:])
+                   for name in ('train.log', 'eval.log'))
+  logs += '\nexits: train %d, eval %d\neval stdout:\n%s' % (
+      trainer.returncode, watcher.returncode, watch_out)
+  assert trainer.returncode == 0 and watcher.returncode == 0, logs
+  reports = []
+  for path in glob.glob(str(eval_dir / 'report-*.json')):
+    with open(path) as handle:
+      reports.append(json.load(handle)['streams']['rgb']['checkpoint'])
+  tables = watch_out.count('video_folder/test: 6 videos, 1 clip x 4 frames')
+  assert tables == len(reports) >= 2, logs  # each evaluated checkpoint printed once
+  assert max(watch.checkpoint_step(p) for p in reports) == steps, logs
+  # Every checkpoint the trainer still lists was evaluated (older ones may have been
+  # deleted by its Saver before the watcher got to them).
+  kept = set(watch.listed_checkpoints(str(train_dir)))
+  assert kept <= set(reports), (kept, reports, logs)

@@ -1,0 +1,60 @@
+"""predict.py as users run it, against evaluation: for a test video, the printed
+probabilities are eval's probabilities for that video (same checkpoint, same sampling)."""
+
+import concurrent.futures
+import json
+import os
+
+import numpy as np
+import pytest
+
+from evaluation import run
+from evaluation.config import EvalConfig
+from serving.export_model import ExportConfig, export_saved_model
+from tests import video_testdata as vt
+from tests.test_eval_cli import assert_one_error_line
+from tests.test_eval_cli import run as run_script
+
+
+@pytest.mark.slow
+def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
+  videos = vt.synthetic_videos(tmp_path_factory)
+  rgb_dir = vt.converted(tmp_path_factory, 'rgb')
+  prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'train' / 'model.ckpt-7'), 3,
+                                          with_ema=True)
+  sampling = dict(depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP, eval_clips=2,
+                  clip_frames=8)
+  model_dir = str(tmp_path / 'model')
+  export_saved_model(ExportConfig(checkpoint_path=prefix, model_name='i3d',
+                                  dataset_dir=rgb_dir, export_dir=model_dir, **sampling))
+  video = [v for v in videos['videos'] if v['split'] == 'test'][0]
+  path = os.path.join(videos['video_dir'], video['path'])
+  text_file = tmp_path / 'notes.mp4'
+  text_file.write_text('not a video\n')
+  arguments = {'json': ['--json'], 'table': [], 'bad': []}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    results = {name: pool.submit(run_script, 'predict.py', [
+        '--model_dir=%s' % model_dir,
+        '--video=%s' % (text_file if name == 'bad' else path)] + extra)
+               for name, extra in arguments.items()}
+    evaluated = list(run.evaluations(EvalConfig(
+        dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
+        checkpoint_path=prefix, batch_size=3, **sampling)))[0].result.primary
+  results = {name: future.result() for name, future in results.items()}
+
+  assert results['json'].returncode == 0, results['json'].stderr
+  printed = json.loads(results['json'].stdout)
+  index = list(evaluated.video_ids).index(os.path.splitext(os.path.basename(path))[0])
+  expected = evaluated.probabilities()[index]
+  order = np.argsort(-expected, kind='stable')
+  assert [p['index'] for p in printed['predictions']] == order.tolist()  # 3 classes < 5
+  np.testing.assert_allclose([p['probability'] for p in printed['predictions']],
+                             expected[order], rtol=0, atol=1e-5)
+  names = ['MoveDown', 'MoveLeft', 'MoveRight']
+  assert [p['label'] for p in printed['predictions']] == [names[i] for i in order]
+  assert (printed['num_clips'], printed['num_frames']) == (2, video['num_frames'])
+
+  table = results['table']
+  assert table.returncode == 0, table.stderr
+  assert table.stdout.splitlines()[1].split()[:2] == ['1.', names[order[0]]]
+  assert_one_error_line(results['bad'], '--video=%s' % text_file, 'not a video')
