@@ -59,6 +59,9 @@ class EvalConfig:
       'averaged per video. Unset (and no --eval_frames): 1 clip.')
   clip_frames: Optional[int] = param(
       None, 'Videos: frames per clip for --eval_clips; unset = the network\'s default.')
+  repeat_first_frame: bool = param(
+      False, 'Videos: every frame of a clip is its first frame (the no-motion ablation, as '
+      'the model was trained with it).')
   depth_multiplier: Optional[float] = param(
       None, 'Network width multiplier the model was trained with (e.g. 0.125 for a '
       'narrow I3D); unset = the network\'s default.')

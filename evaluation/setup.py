@@ -22,7 +22,7 @@ __all__ = ['Sampling', 'Stream', 'EvalSetup', 'check_eval_config', 'network_kwar
 
 _DEFAULT_CLIP_FRAMES = 64
 _VIDEO_ONLY = ('eval_frames', 'eval_clips', 'clip_frames', 'depth_multiplier',
-               'flow_checkpoint_path', 'flow_dataset_dir')
+               'flow_checkpoint_path', 'flow_dataset_dir', 'repeat_first_frame')
 _IMAGE_ONLY = ('preprocessing_name',)
 
 

@@ -103,7 +103,8 @@ def _inputs(config, setup, stream):
         crop_size=sampling.crop_size, is_training=False, modality=stream.split.modality,
         num_readers=1, num_parallel_calls=config.num_preprocessing_threads, num_epochs=1,
         drop_remainder=False, labels_offset=config.labels_offset,
-        eval_frames=sampling.eval_frames, eval_clips=sampling.eval_clips)
+        eval_frames=sampling.eval_frames, eval_clips=sampling.eval_clips,
+        repeat_first_frame=config.repeat_first_frame)
     return tf.data.make_one_shot_iterator(dataset).get_next()
 
 
