@@ -50,7 +50,7 @@ def assert_one_error_line(result, *texts):
 
 def test_bad_input_gets_one_error_line(tmp_path, tmp_path_factory):
   rgb_dir = vt.converted(tmp_path_factory, 'rgb')
-  flow_prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'flow' / 'model.ckpt-3'), 2)
+  flow_prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'flow')
   common = I3D_FLAGS + ['--dataset_dir=%s' % rgb_dir, '--eval_image_size=32']
   cases = {
       'missing checkpoint': (['--checkpoint_path=%s' % (tmp_path / 'none')],

@@ -8,6 +8,8 @@ Built once per pytest session (module-level cache), whichever test directory ask
   * `random_i3d_checkpoint(...)`: an I3D (depth 0.125) checkpoint of random weights and
     random batch-norm moving statistics (so training-mode batch norm would score
     differently), optionally with moving-average shadows that differ from the weights.
+  * `shared_checkpoint(name)`: such checkpoints made once per session: 'rgb_ema' (3
+    channels, step 7, with shadows) and 'flow' (2 channels, step 9, seed 1).
 
 And independent references: records decoded with Pillow, frames chosen, cropped and
 scaled in NumPy, a network loaded by name from checkpoint values in a graph of its own.
@@ -64,6 +66,7 @@ def converted(tmp_path_factory, modality='rgb'):
 
 def write_checkpoint(prefix, values):
   """Saves exactly `values` (name -> array) as a checkpoint; returns its prefix."""
+  os.makedirs(os.path.dirname(prefix), exist_ok=True)
   with tf.Graph().as_default():
     variables = {name: tf.Variable(value, name='v%d' % i)
                  for i, (name, value) in enumerate(sorted(values.items()))}
@@ -107,6 +110,23 @@ def random_i3d_checkpoint(prefix, channels, global_step=7, seed=0, with_ema=Fals
     stored.update({name + EMA: value for name, value in shadows.items()})
   stored['global_step'] = np.array(global_step, np.int64)
   return write_checkpoint(prefix, stored), values, shadows
+
+
+_SHARED_CHECKPOINTS = {
+    'rgb_ema': dict(channels=3, global_step=7, with_ema=True),
+    'flow': dict(channels=2, global_step=9, seed=1),
+}
+
+
+def shared_checkpoint(tmp_path_factory, name):
+  """-> (prefix, raw values, shadows or None) of a `_SHARED_CHECKPOINTS` recipe; read-only."""
+  key = 'checkpoint_' + name
+  if key not in _CACHE:
+    recipe = _SHARED_CHECKPOINTS[name]
+    prefix = os.path.join(_root(tmp_path_factory), 'checkpoints', name,
+                          'model.ckpt-%d' % recipe['global_step'])
+    _CACHE[key] = random_i3d_checkpoint(prefix, **recipe)
+  return _CACHE[key]
 
 
 # ----------------------------------------------------------------------------- references

@@ -40,15 +40,12 @@ def flow_dir(tmp_path_factory):
 @pytest.fixture(scope='module')
 def rgb_model(tmp_path_factory):
   """(prefix, raw values, shadow values): random I3D with moving averages, step 7."""
-  directory = tmp_path_factory.mktemp('rgb_model')
-  return vt.random_i3d_checkpoint(str(directory / 'model.ckpt-7'), 3, global_step=7,
-                                  with_ema=True)
+  return vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
 
 
 @pytest.fixture(scope='module')
 def flow_model(tmp_path_factory):
-  directory = tmp_path_factory.mktemp('flow_model')
-  return vt.random_i3d_checkpoint(str(directory / 'model.ckpt-9'), 2, global_step=9, seed=1)
+  return vt.shared_checkpoint(tmp_path_factory, 'flow')
 
 
 def config(dataset_dir, checkpoint, **overrides):
@@ -238,8 +235,13 @@ def test_missing_checkpoint(rgb_dir, tmp_path):
     evaluate(config(rgb_dir, str(tmp_path)))
 
 
-def test_checkpoint_of_another_class_count(rgb_dir, tmp_path):
-  prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'model.ckpt-1'), 3, num_classes=5)
+def test_checkpoint_of_another_class_count(rgb_dir, rgb_model, tmp_path):
+  """The shared checkpoint with a 5-class logits layer."""
+  values = dict(rgb_model[1], global_step=np.array(1, np.int64))
+  for name in ('InceptionV1/Logits/Conv3d_0c_1x1/weights',
+               'InceptionV1/Logits/Conv3d_0c_1x1/biases'):
+    values[name] = np.concatenate([values[name], values[name][..., :2]], axis=-1)
+  prefix = vt.write_checkpoint(str(tmp_path / 'model.ckpt-1'), values)
   with pytest.raises(ConfigError, match=r'was trained for 5 classes, but --dataset_dir=.* '
                                         r'has 3$'):
     evaluate(config(rgb_dir, prefix))

@@ -26,9 +26,7 @@ def rgb_dir(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def rgb_model(tmp_path_factory):
-  directory = tmp_path_factory.mktemp('export_rgb_model')
-  return vt.random_i3d_checkpoint(str(directory / 'model.ckpt-7'), 3, global_step=7,
-                                  with_ema=True)
+  return vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
 
 
 def export_config(rgb_dir, checkpoint, export_dir, **overrides):
@@ -89,20 +87,21 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
 
 @pytest.mark.slow
 def test_dynamic_shapes_where_the_net_allows(rgb_dir, rgb_model, tmp_path):
-  """At 16 x 224 x 224 I3D's logits pool is full size, so frames are left dynamic, and a
+  """10-frame clips fill I3D's logits pool in time, so frames are left dynamic, and a
   clip of another length scores as a static graph of that length."""
   export_dir = str(tmp_path / 'export')
   result = export_saved_model(export_config(rgb_dir, rgb_model[0], export_dir,
-                                            eval_image_size=224, clip_frames=16))
-  assert result.info['input_shape'] == [None, None, 224, 224, 3]
-  clip = np.random.RandomState(1).uniform(-1, 1, [1, 20, 224, 224, 3]).astype(np.float32)
+                                            clip_frames=10))
+  assert result.info['input_shape'] == [None, None, vt.CROP, vt.CROP, 3]
+  clip = np.random.RandomState(1).uniform(-1, 1, [2, 20, vt.CROP, vt.CROP, 3]).astype(
+      np.float32)
   expected = vt.reference_logits(rgb_model[2], clip)
   np.testing.assert_allclose(run_signature(export_dir, clip)['logits'], expected,
                              rtol=1e-4, atol=1e-4)
 
 
 def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
-  flow_prefix, _, _ = vt.random_i3d_checkpoint(str(tmp_path / 'flow' / 'model.ckpt-1'), 2)
+  flow_prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'flow')
   cases = [
       (dict(checkpoint_path=str(tmp_path / 'none')), '--checkpoint_path=.* no such checkpoint'),
       (dict(export_dir=str(tmp_path)), '--export_dir=.* already exists'),
