@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu demo demo-i3d test test-fast bench bench-cluster clean
+.PHONY: setup setup-gpu demo demo-i3d test test-fast stress bench bench-cluster clean
 
 $(STAMP): requirements.txt requirements-tfkeras.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"
+
+# The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
+# both cores kept busy beside them; failures and leaked processes per test (about 1 hour).
+stress: setup
+	$(PY) benchmarks/stress.py
 
 # Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
 bench: setup
