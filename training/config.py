@@ -68,6 +68,9 @@ class TrainConfig:
   label_smoothing: float = param(0.0, 'The amount of label smoothing.')
   sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
   replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
+  sync_trace: bool = param(
+      False, 'With --sync_replicas: the chief appends a line per update to '
+      '<train_dir>/sync_trace.tsv, the gradients each worker gave it and their step.')
   moving_average_decay: Optional[float] = param(
       None, 'Decay for the moving average of weights; unset = no moving average.')
   clip_gradient_norm: float = param(0.0, 'Clip gradients to this global norm (0 = off).')

@@ -7,16 +7,18 @@ parameter-server jobs hang or crash at the edges (tensorflow#7970, #5022, #11753
 
   * Non-chief workers poll for the chief's model every `recovery_wait_secs` (slim's
     Supervisor: 30 s).
-  * Synchronous training starts with no spare tokens (slim: replicas_to_aggregate), so
-    each of the first updates waits for every replica instead of letting the first worker
-    up run alone; each worker reads the global step *after* its update.
-  * At the end the chief closes the sync token queue (workers waiting for one more token
+  * Synchronous training uses deployment.sync_replicas (one token queue per worker, no
+    gradient counted twice, no initial tokens: each of the first updates waits for every
+    replica instead of letting the first worker up run alone); each worker reads the
+    global step *after* its update.
+  * At the end the chief closes the sync token queues (workers waiting for one more token
     end their loop) and closes its session *before* joining its threads, which cancels
     the chief queue runner still waiting for gradients: no "Coordinator stopped with
     threads still running ... sync_token_q".
   * A chief that restarts while the parameter servers still hold the model continues
     from them instead of restoring an older checkpoint over it (global_step never goes
-    back); with fresh parameter servers it restores the last checkpoint as before.
+    back; a synchronous job skips the step in flight, deployment.sync_replicas); with
+    fresh parameter servers it restores the last checkpoint as before.
   * In a cluster a `Watchdog` ends a task that waits too long (a missing or dead task)
     with one line and exit status 138, and unblocks a stopping task stuck in a step.
 """
@@ -40,8 +42,7 @@ EXIT_CLUSTER_FAILURE = 138  # Kubeflow TFJob's ExitCode policy: user-defined ret
 
 LoopOps = collections.namedtuple('LoopOps', [
     'init_op', 'ready_op', 'local_init_op', 'ready_for_local_init_op', 'global_ready_op',
-    'step_after_train', 'queue_runner', 'init_tokens', 'rejoin_tokens', 'close_tokens',
-    'add_token'])
+    'step_after_train', 'queue_runner', 'rejoin_op', 'close_tokens', 'add_token'])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,32 +54,13 @@ class LoopTimeouts:
   stop_grace_secs: float = 30.0
 
 
-def _sync_ops(sync_optimizer, global_step):
-  """(chief queue runner, init tokens, rejoin tokens, close tokens, add one token).
-
-  Rejoin tokens, one per other worker, are for a chief that restarts into a synchronous
-  job in progress. The lost chief may have died inside an update (its gradients taken
-  from the accumulators, global_step not yet advanced, no tokens handed out; the
-  parameter servers cancel its pending ops when the new chief connects), leaving the
-  other workers waiting for a token that no update will ever produce, while the new
-  chief's gradient alone cannot make the next update: both sides would wait until the
-  step timeout. A token each lets the waiting workers send one more gradient for the
-  current step (the chief's init has re-aligned the accumulators with global_step), which
-  completes the update; at worst a worker runs one step ahead, as with slim's spare
-  tokens.
-  """
-  # No public accessor; the attributes have been stable since TF 1.0.
-  queue = sync_optimizer._sync_token_queue  # pylint: disable=protected-access
-  spare = max(0, sync_optimizer._replicas_to_aggregate  # pylint: disable=protected-access
-              - sync_optimizer._total_num_replicas)  # pylint: disable=protected-access
-  runner = sync_optimizer.get_chief_queue_runner()
-  init_tokens = sync_optimizer.get_init_tokens_op(num_tokens=spare)
-  others = sync_optimizer._total_num_replicas - 1  # pylint: disable=protected-access
-  rejoin_tokens = sync_optimizer.get_init_tokens_op(num_tokens=others)
-  with tf.device(global_step.device), tf.name_scope('sync_lifecycle'):
-    close_tokens = queue.close(name='close_token_queue')
-    add_token = queue.enqueue(tf.identity(global_step), name='add_token')
-  return runner, init_tokens, rejoin_tokens, close_tokens, add_token
+def _sync_ops(sync_optimizer):
+  """(chief queue runner, rejoin op, close tokens, add a stop token) of
+  deployment.sync_replicas: per-worker tokens, so a fresh job needs no initial tokens;
+  a chief that continues a job the parameter servers hold runs the rejoin op (it skips
+  the step its predecessor may have died inside, see that module)."""
+  return (sync_optimizer.get_chief_queue_runner(), sync_optimizer.rejoin_op,
+          sync_optimizer.close_token_queues_op, sync_optimizer.add_stop_token_op)
 
 
 def _chief_initialized_flag(global_step):
@@ -97,10 +79,11 @@ def _chief_initialized_flag(global_step):
 def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed):
   """The ops slim.learning.train builds, plus those of the lifecycle."""
   flag = _chief_initialized_flag(global_step)
+  chief_made = [flag] + (sync_optimizer.ready_variables if sync_optimizer else [])
   with tf.name_scope('init_ops'):
     init_op = tf.global_variables_initializer()
     ready_op = tf.report_uninitialized_variables(
-        tf.global_variables() + tf.local_variables() + [flag])
+        tf.global_variables() + tf.local_variables() + chief_made)
     global_ready_op = None
     if distributed and is_chief:
       global_ready_op = tf.report_uninitialized_variables(tf.global_variables() + [flag])
@@ -114,9 +97,9 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed):
       ready_for_local_init_op = sync_optimizer.ready_for_local_init_op
   with tf.control_dependencies([train_op]):
     step_after_train = tf.identity(global_step.read_value(), name='step_after_train')
-  sync = (None,) * 5
+  sync = (None,) * 4
   if sync_optimizer is not None:
-    sync = _sync_ops(sync_optimizer, global_step)
+    sync = _sync_ops(sync_optimizer)
   return LoopOps(init_op, ready_op, local_init_op, ready_for_local_init_op,
                  global_ready_op, step_after_train, *sync)
 
@@ -188,11 +171,11 @@ def _start_services(sv, sess, is_chief, logdir, ops, rejoined):
     services = sv.start_standard_services(sess)
   runners = sv.start_queue_runners(sess)
   if is_chief and ops.queue_runner is not None:
-    runners += sv.start_queue_runners(sess, [ops.queue_runner])
     if rejoined:
-      logging.info('Rejoining a synchronous job in progress: one token for each other '
-                   'worker, in case the lost chief died inside an update')
-    sess.run(ops.rejoin_tokens if rejoined else ops.init_tokens)
+      logging.info('Rejoining a synchronous job in progress: the step in flight is '
+                   'skipped (its gradients may be lost with the old chief, or half taken)')
+      sess.run(ops.rejoin_op)
+    runners += sv.start_queue_runners(sess, [ops.queue_runner])
   return services, runners
 
 

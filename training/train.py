@@ -8,11 +8,12 @@ checkpoints and summaries.
 """
 
 import collections
+import os
 
 from absl import logging
 
 from datasets import clip_input, image_input
-from deployment import cluster, model_deploy
+from deployment import cluster, model_deploy, sync_replicas
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -21,7 +22,9 @@ from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
 
-__all__ = ['train', 'TrainResult', 'build_training_graph']
+__all__ = ['train', 'TrainResult', 'build_training_graph', 'SYNC_TRACE_FILE']
+
+SYNC_TRACE_FILE = 'sync_trace.tsv'  # --sync_trace: deployment.sync_replicas.read_trace.
 
 TrainResult = collections.namedtuple(
     'TrainResult', ['global_step', 'loss', 'examples_per_sec', 'checkpoint'])
@@ -122,11 +125,15 @@ def _optimizer(config, setup, global_step, moving_average):
         config, setup.dataset.num_samples, global_step)
     optimizer = optimization.configure_optimizer(config, learning_rate)
     if config.sync_replicas:
-      optimizer = tf.train.SyncReplicasOptimizer(
+      trace = (os.path.join(os.path.abspath(config.train_dir), SYNC_TRACE_FILE)
+               if config.sync_trace and config.is_chief else None)
+      optimizer = sync_replicas.SyncReplicasOptimizer(
           optimizer, replicas_to_aggregate=config.replicas_to_aggregate,
-          total_num_replicas=config.worker_replicas,
+          total_num_replicas=config.worker_replicas, worker_index=config.task,
           variable_averages=moving_average,
-          variables_to_average=slim.get_model_variables() if moving_average else None)
+          # Called once the clones exist: the model variables do not yet.
+          variables_to_average=slim.get_model_variables if moving_average else None,
+          trace_path=trace)
   with tf.device(deploy_config.summary_device()):
     tf.summary.scalar('learning_rate', learning_rate)
     tf.summary.scalar('global_batch_size', tf.constant(setup.global_batch))

@@ -10,6 +10,10 @@ workers' mean gradients = the mean gradient over 2b examples. Both runs start fr
 same checkpoint (fine-tuning from it restores every variable). LeNet has no batch norm;
 its dropout is off (keep probability 1), since random masks differ from run to run.
 
+Both runs are subprocesses with oneDNN's kernels off (`deterministic_environment`), and
+the chief records which worker's gradient, for which step, each update took
+(--sync_trace): every update must take one gradient from each worker, at its step.
+
 The claim checked: all parameters after 5 steps, as one vector, equal within 1e-5
 relative (L2). Each variable alone is held to 1e-3 only: the two runs sum the same
 gradients in a different float32 order (mean of 16 vs the mean of two means of 8, about
@@ -36,12 +40,13 @@ import pytest
 from PIL import Image
 
 from datasets import converted_data, image_records
-from deployment.launch_local import ROOT, LocalCluster
+from deployment import sync_replicas
+from deployment.launch_local import ROOT, LocalCluster, TRAIN_SCRIPT
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, ready_steps, steps,
                                  train_flags, wait_for, WAIT_SECS)
 from tf_compat import tf
 from training.config import TrainConfig
-from training.train import train
+from training.train import SYNC_TRACE_FILE, train
 
 LENET_VARIABLES = (
     'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
@@ -60,6 +65,14 @@ def environment():
   env = dict(os.environ, PYTHONPATH=ROOT)
   env.pop('TF_CONFIG', None)
   return env
+
+
+def deterministic_environment():
+  """environment() with oneDNN's kernels off: under CPU contention they do not give the
+  same float32 result twice (one process, one checkpoint, one batch: 3 of 6 runs of the
+  reference ended 2.0e-4 apart with two busy processes beside it, 0 of 6 without
+  oneDNN), and the comparison is about what each update aggregates."""
+  return dict(environment(), TF_ENABLE_ONEDNN_OPTS='0')
 
 
 def write_aligned_dataset(directory, per_shard):
@@ -99,21 +112,28 @@ def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path
                 dropout_keep_prob=1.0)  # Dropout masks are random: none, to compare.
   start = train(TrainConfig(train_dir=str(tmp_path / 'start'), max_number_of_steps=1,
                             batch_size=2 * PER_WORKER_BATCH, **common)).checkpoint
-  reference = train(TrainConfig(
-      train_dir=str(tmp_path / 'single'), max_number_of_steps=STEPS, checkpoint_path=start,
-      batch_size=2 * PER_WORKER_BATCH, **common))
-  assert reference.global_step == STEPS
+  both = dict(max_number_of_steps=STEPS, checkpoint_path=start, **{
+      k: v for k, v in common.items() if k not in ('dataset_dir', 'model_name')})
+  reference = subprocess.run(
+      [sys.executable, TRAIN_SCRIPT] + train_flags(
+          data, tmp_path / 'single', batch_size=2 * PER_WORKER_BATCH, **both),
+      cwd=ROOT, env=deterministic_environment(), capture_output=True, text=True,
+      timeout=WAIT_SECS)
+  assert reference.returncode == 0, reference.stderr[-4000:]
   train_dir = tmp_path / 'cluster'
   flags = train_flags(data, train_dir, batch_size=PER_WORKER_BATCH, sync_replicas=True,
-                      replicas_to_aggregate=2, max_number_of_steps=STEPS,
-                      checkpoint_path=start, **{k: v for k, v in common.items() if k not in (
-                          'dataset_dir', 'model_name')})
-  result = subprocess.run(launcher_argv(1, 2, flags), cwd=ROOT, env=environment(),
-                          capture_output=True, text=True, timeout=WAIT_SECS)
+                      replicas_to_aggregate=2, sync_trace=True, **both)
+  result = subprocess.run(launcher_argv(1, 2, flags), cwd=ROOT,
+                          env=deterministic_environment(), capture_output=True, text=True,
+                          timeout=WAIT_SECS)
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'ps-0: 0, worker-0: 0, worker-1: 0' in result.stdout, result.stdout
   _check_run_logs(train_dir)
-  single = checkpoint_values(reference.checkpoint)
+  # Each update took one gradient from each worker, computed at the update's step.
+  trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
+  assert trace == [sync_replicas.TraceLine(step, [1, 1], [step, step])
+                   for step in range(STEPS)], trace
+  single = checkpoint_values(str(tmp_path / 'single' / ('model.ckpt-%d' % STEPS)))
   cluster = checkpoint_values(str(train_dir / ('model.ckpt-%d' % STEPS)))
   initial = checkpoint_values(start)
   flat = lambda values: np.concatenate([values[n].ravel() for n in LENET_VARIABLES])

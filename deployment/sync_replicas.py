@@ -1,0 +1,343 @@
+"""Synchronous replicas: every update is the mean of one gradient per worker at the step.
+
+`SyncReplicasOptimizer` keeps the interface of `tf.train.SyncReplicasOptimizer` (wrap an
+optimizer; `apply_gradients` returns the worker's train op; the chief runs
+`get_chief_queue_runner()` and `chief_init_op`, the others `local_step_init_op`) and
+changes the one mechanism that breaks the promise "N synchronous workers of batch b
+update like one worker of batch N x b" under unfriendly timings.
+
+TF's optimizer hands out the permission to compute the next gradient through ONE token
+queue shared by all workers: after each update the chief enqueues N tokens, and any
+worker may take any of them. A worker that is descheduled between sending its gradient
+and taking its token lets a fast worker take two tokens and send two gradients for the
+same step; the accumulators count gradients, not workers, so the update is the mean of
+the fast worker's two batches and the slow worker's gradient arrives stale. Here:
+
+  * Each worker has its own token queue. After an update the chief puts one token, the
+    new global step, in every worker's queue; a worker waits in its own queue for a token
+    newer than the step it just sent a gradient for (older ones, left by an update it
+    missed or by a stop, are skipped) and then computes at the current global step.
+  * The parameter servers remember the last step each worker sent a gradient for
+    (`submitted`, not checkpointed). A gradient for a step its worker already sent one
+    for is labelled stale (-1) and dropped by the accumulators: a restarted worker whose
+    predecessor sent its gradient just before dying cannot count twice.
+  * A chief that rejoins a job the parameter servers still hold (`rejoin_op`) cannot
+    know whether its predecessor died inside an update: the gradients may have been
+    taken and lost, or may still sit in the accumulators beside gradients of the other
+    workers that cannot be told apart. It skips the step in flight: gradients for it are
+    discarded, the global step advances by one without changing any weight, and every
+    worker gets a token for the new step. global_step never goes back and no update mixes
+    steps or counts a worker twice.
+
+Each update therefore averages gradients of distinct workers, all computed at the
+update's step: with `replicas_to_aggregate == total_num_replicas` it is exactly the big
+batch; with backup workers the late ones are dropped, never counted later. Two small
+accumulators beside the gradients record, for each update, how many gradients each
+worker gave and for which step; with `trace_path` the chief appends one line per update
+(`read_trace`), the record the tests check.
+"""
+
+import collections
+
+from tf_compat import tf
+
+__all__ = ['SyncReplicasOptimizer', 'TraceLine', 'read_trace', 'STOP_TOKEN']
+
+STOP_TOKEN = -1  # Wakes a worker waiting for a token without letting it start a new step.
+_STALE = -1      # A local step below every accumulator's: the gradient is dropped.
+
+TraceLine = collections.namedtuple('TraceLine', ['step', 'counts', 'steps'])
+
+
+class SyncReplicasOptimizer(tf.train.Optimizer):
+  """Drop-in for `tf.train.SyncReplicasOptimizer` with per-worker tokens (module doc).
+
+  Args:
+    opt: the optimizer that applies the aggregated gradients.
+    replicas_to_aggregate: gradients averaged per update (<= total_num_replicas; the
+      others are backup workers).
+    total_num_replicas: workers.
+    worker_index: this worker's task index (its token queue and its `submitted` entry).
+    variable_averages, variables_to_average: as TF's, averaged after each update; the
+      variables may be a callable, called in `apply_gradients` (when they exist).
+    trace_path: a file the chief appends one line per update to (None: no trace).
+  """
+
+  def __init__(self, opt, replicas_to_aggregate, total_num_replicas, worker_index,
+               variable_averages=None, variables_to_average=None, trace_path=None,
+               name='sync_replicas'):
+    if not 1 <= replicas_to_aggregate <= total_num_replicas:
+      raise ValueError('replicas_to_aggregate=%d must be in [1, total_num_replicas=%d]'
+                       % (replicas_to_aggregate, total_num_replicas))
+    if not 0 <= worker_index < total_num_replicas:
+      raise ValueError('worker_index=%d must be in [0, %d)' % (worker_index,
+                                                               total_num_replicas))
+    super().__init__(use_locking=False, name=name)
+    self._opt = opt
+    self._replicas_to_aggregate = replicas_to_aggregate
+    self._total = total_num_replicas
+    self._worker = worker_index
+    self._variable_averages = variable_averages
+    self._variables_to_average = variables_to_average
+    self._trace_path = trace_path
+    self._accumulators = []
+    self._queues = None
+    self._global_step = None
+    self._local_step = None
+    self._worker_device = None
+    self._submitted = None
+    self._chief_queue_runner = None
+    self.chief_init_op = self.local_step_init_op = self.ready_for_local_init_op = None
+
+  # The wrapped optimizer computes gradients and owns the slots.
+  def compute_gradients(self, *args, **kwargs):
+    return self._opt.compute_gradients(*args, **kwargs)
+
+  def get_slot(self, *args, **kwargs):
+    return self._opt.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._opt.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._opt.variables()
+
+  @property
+  def replicas_to_aggregate(self):
+    return self._replicas_to_aggregate
+
+  @property
+  def total_num_replicas(self):
+    return self._total
+
+  @property
+  def ready_variables(self):
+    """Variables the chief's local init creates; a worker waits until they exist."""
+    return [self._submitted]
+
+  def get_chief_queue_runner(self):
+    if self._chief_queue_runner is None:
+      raise ValueError('apply_gradients must be called before get_chief_queue_runner')
+    return self._chief_queue_runner
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    """Sends this worker's gradients; returns the op that waits for the next step.
+
+    Also builds the chief's update (its queue runner), the init ops and the lifecycle
+    ops (`rejoin_op`, `close_token_queues_op`, `add_stop_token_op`).
+    """
+    grads_and_vars = list(grads_and_vars)
+    if not grads_and_vars:
+      raise ValueError('apply_gradients needs at least one (gradient, variable) pair')
+    if global_step is None:
+      raise ValueError('a global step is required: it tells current gradients from stale')
+    self._global_step = global_step
+    self._build_state(global_step)
+    with tf.device(self._worker_device):
+      step = self._local_step.read_value()
+    label = self._label(step)
+    sends, aggregated = [], []
+    with tf.name_scope(name or self._name):
+      for grad, var in grads_and_vars:
+        send, mean = self._accumulate(grad, var, label)
+        sends.extend([send] if send is not None else [])
+        aggregated.append((mean, var))
+      record_sends, record = self._record_accumulators(label)
+    with tf.device(global_step.device):
+      with tf.control_dependencies(sends + record_sends):
+        marked = self._submitted.scatter_max(tf.IndexedSlices(
+            tf.reshape(step, [1]), tf.constant([self._worker])))
+      with tf.control_dependencies([marked]):
+        next_step = self._wait_for_next_step(step)
+    with tf.device(self._worker_device):
+      train_op = self._local_step.assign(next_step, read_value=False)
+    self._build_chief_ops(aggregated, record)
+    return train_op
+
+  # ---------------------------------------------------------------- state and tokens
+
+  def _build_state(self, global_step):
+    dtype = global_step.dtype.base_dtype
+    self._worker_device = tf.no_op(name='sync_local_anchor').device  # Never a ps.
+    with tf.device(self._worker_device):
+      self._local_step = tf.Variable(0, trainable=False, dtype=dtype,
+                                     collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                                     name='sync_rep_local_step')
+    with tf.device(global_step.device), tf.name_scope('sync_replicas_state'):
+      # Not in any collection: never saved, so a restore cannot bring back old steps.
+      self._submitted = tf.Variable(tf.fill([self._total], tf.constant(-1, dtype)),
+                                    trainable=False, collections=[], name='submitted')
+      self._queues = [tf.queue.FIFOQueue(-1, dtype, shapes=[], name='token_q_w%d' % w,
+                                         shared_name='sync_token_q_w%d' % w)
+                      for w in range(self._total)]
+    with tf.device(self._worker_device):
+      self.local_step_init_op = self._local_step.assign(global_step.read_value(),
+                                                        read_value=False)
+
+  def _label(self, step):
+    """This gradient's local step, or _STALE when this worker already sent one for it."""
+    with tf.device(self._global_step.device):
+      already = tf.gather(self._submitted.read_value(), self._worker)
+      return tf.where(already < step, step, tf.constant(_STALE, step.dtype))
+
+  def _wait_for_next_step(self, current):
+    """Dequeues this worker's tokens until one is newer than its step (or a stop).
+
+    Returns the step to compute next: the global step now (the newest, at least the
+    token), or the same step after a stop token (its gradient would be dropped).
+    """
+    queue = self._queues[self._worker]
+    stale = lambda token: tf.logical_and(token <= current, token >= 0)
+    token = tf.while_loop(stale, lambda _: queue.dequeue(), [queue.dequeue()],
+                          back_prop=False, name='wait_for_token')
+    with tf.control_dependencies([token]):
+      now = self._global_step.read_value()
+    return tf.where(token < 0, current, tf.maximum(token, now))
+
+  def _accumulate(self, grad, var, label):
+    """(this worker's send op, the chief's mean over replicas_to_aggregate) for one var."""
+    if grad is None:
+      return None, None
+    with tf.device(var.device):
+      if isinstance(grad, tf.IndexedSlices):
+        accumulator = tf.SparseConditionalAccumulator(
+            grad.dtype, shape=(), shared_name=var.name + '/grad_accum')
+        send = accumulator.apply_indexed_slices_grad(grad, local_step=label)
+        mean = accumulator.take_indexed_slices_grad(self._replicas_to_aggregate)
+      else:
+        accumulator = tf.ConditionalAccumulator(grad.dtype, shape=var.get_shape(),
+                                                shared_name=var.name + '/grad_accum')
+        send = accumulator.apply_grad(grad, local_step=label)
+        mean = accumulator.take_grad(self._replicas_to_aggregate)
+    self._accumulators.append((accumulator, var.device))
+    return send, mean
+
+  def _record_accumulators(self, label):
+    """Who contributed: one-hot(worker) and one-hot(worker) x step, accumulated like
+    the gradients (same label, same takes), so an update's mean x replicas gives the
+    gradient count and the step sum of each worker."""
+    with tf.device(self._global_step.device), tf.name_scope('contributions'):
+      onehot = tf.one_hot(self._worker, self._total, dtype=tf.float64)
+      sends, means = [], []
+      for what, value in (('counts', onehot),
+                          ('steps', onehot * tf.cast(label, tf.float64))):
+        accumulator = tf.ConditionalAccumulator(tf.float64, shape=[self._total],
+                                                shared_name='sync_record_' + what)
+        sends.append(accumulator.apply_grad(value, local_step=label))
+        means.append(accumulator.take_grad(self._replicas_to_aggregate)
+                     * float(self._replicas_to_aggregate))
+        self._accumulators.append((accumulator, self._global_step.device))
+    return sends, means
+
+  # ---------------------------------------------------------------- the chief's ops
+
+  def _build_chief_ops(self, aggregated, record):
+    global_step = self._global_step
+    with tf.device(global_step.device):
+      update = self._opt.apply_gradients([(g, v) for g, v in aggregated if g is not None],
+                                         global_step)
+      done = tf.group(update, *record)  # The record is taken with the gradients.
+      if self._variable_averages is not None:
+        averaged = self._variables_to_average
+        with tf.control_dependencies([done]):
+          done = self._variable_averages.apply(averaged() if callable(averaged)
+                                               else averaged)
+    if self._trace_path:
+      with tf.control_dependencies([done]):
+        done = self._trace_op(record)
+    # Tokens last: a worker (and so the chief's final save) sees the update complete.
+    with tf.device(global_step.device), tf.control_dependencies([done]):
+      done = self._hand_out_tokens()
+    with tf.device(global_step.device):
+      runner_queue = tf.queue.FIFOQueue(1, tf.int32, shapes=[], name='sync_runner_q')
+    self._chief_queue_runner = tf.train.QueueRunner(runner_queue, [done])
+    with tf.control_dependencies([self.local_step_init_op]):
+      init = [self._initialize_submitted()] + [
+          self._set_accumulator_steps(global_step.read_value())]
+    self.chief_init_op = tf.group(*init, name='sync_chief_init')
+    self.ready_for_local_init_op = tf.report_uninitialized_variables(tf.global_variables())
+    self._build_lifecycle_ops()
+
+  def _hand_out_tokens(self):
+    step = self._global_step.read_value()
+    return tf.group(*[q.enqueue(step) for q in self._queues], name='hand_out_tokens')
+
+  def _set_accumulator_steps(self, step):
+    ops = []
+    for accumulator, device in self._accumulators:
+      with tf.device(device):
+        ops.append(accumulator.set_global_step(step))
+    return tf.group(*ops)
+
+  def _initialize_submitted(self):
+    """Initializes `submitted` once per parameter-server lifetime (a rejoining chief
+    keeps what the workers sent)."""
+    dtype = self._global_step.dtype.base_dtype
+
+    def initialize():  # Built inside the branch, so it runs only when taken.
+      return tf.group(self._submitted.assign(tf.fill([self._total], tf.constant(-1, dtype))))
+    with tf.device(self._global_step.device):
+      return tf.cond(tf.is_variable_initialized(self._submitted), tf.no_op, initialize)
+
+  def _discard_accumulated(self):
+    ops = []
+    for accumulator, device in self._accumulators:
+      with tf.device(device):
+        if isinstance(accumulator, tf.SparseConditionalAccumulator):
+          take = lambda a=accumulator: tf.group(*a.take_indexed_slices_grad(1))
+        else:
+          take = lambda a=accumulator: tf.group(a.take_grad(1))
+        ops.append(tf.cond(accumulator.num_accumulated() > 0, take, tf.no_op))
+    return tf.group(*ops)
+
+  def _build_lifecycle_ops(self):
+    """rejoin_op (the chief, continuing a job), close_token_queues_op (the chief, at the
+    end: waiting workers end), add_stop_token_op (this worker: unblock a stopping step)."""
+    global_step = self._global_step
+    with tf.device(global_step.device), tf.name_scope('sync_lifecycle'):
+      skipped = global_step.read_value() + 1
+      # Gradients in flight for the current step arrive stale from here on ...
+      block = self._set_accumulator_steps(skipped)
+      with tf.control_dependencies([block]):
+        discard = self._discard_accumulated()  # ... and those already in are dropped.
+      with tf.control_dependencies([discard]):
+        realign = self._set_accumulator_steps(skipped)  # A take advanced them again.
+      with tf.control_dependencies([realign]):
+        advance = global_step.assign(skipped, read_value=False)
+      with tf.control_dependencies([advance]):
+        tokens = self._hand_out_tokens()
+      with tf.control_dependencies([tokens]):
+        now = global_step.read_value()
+    with tf.device(self._worker_device):
+      self.rejoin_op = self._local_step.assign(now, read_value=False)
+    with tf.device(global_step.device), tf.name_scope('sync_lifecycle'):
+      self.close_token_queues_op = tf.group(*[q.close() for q in self._queues],
+                                            name='close_token_queues')
+      self.add_stop_token_op = self._queues[self._worker].enqueue(
+          tf.constant(STOP_TOKEN, global_step.dtype.base_dtype), name='add_stop_token')
+
+  def _trace_op(self, record):
+    counts, steps = record
+    counts = tf.cast(tf.round(counts), tf.int64)
+    per_worker = tf.cast(tf.round(steps / tf.maximum(tf.cast(counts, tf.float64), 1.0)),
+                         tf.int64)
+    per_worker = tf.where(counts > 0, per_worker, tf.fill(tf.shape(counts),
+                                                          tf.constant(-1, tf.int64)))
+    join = lambda values: tf.strings.reduce_join(tf.strings.as_string(values),
+                                                 separator=',')
+    step = tf.cast(self._global_step.read_value(), tf.int64) - 1  # After the update.
+    return tf.print('update', step, join(counts), join(per_worker), sep='\t',
+                    output_stream='file://' + self._trace_path)
+
+
+def read_trace(path):
+  """The chief's trace: [TraceLine(step, counts per worker, step of each worker's
+  gradient or -1)], one per update, in order."""
+  lines = []
+  with open(path) as trace:
+    for line in trace:
+      fields = line.replace('"', '').split()  # tf.print quotes string tensors.
+      if len(fields) == 4 and fields[0] == 'update':
+        lines.append(TraceLine(int(fields[1]), [int(c) for c in fields[2].split(',')],
+                               [int(s) for s in fields[3].split(',')]))
+  return lines
