@@ -2,7 +2,8 @@
 
 `SyncReplicasOptimizer` keeps the interface of `tf.train.SyncReplicasOptimizer` (wrap an
 optimizer; `apply_gradients` returns the worker's train op; the chief runs
-`get_chief_queue_runner()` and `chief_init_op`, the others `local_step_init_op`) and
+`get_chief_queue_runner()` and `chief_init_op`, the others `local_step_init_op`, once
+the global variables are initialized) and
 changes the one mechanism that breaks the promise "N synchronous workers of batch b
 update like one worker of batch N x b" under unfriendly timings.
 
@@ -87,7 +88,7 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     self._worker_device = None
     self._submitted = None
     self._chief_queue_runner = None
-    self.chief_init_op = self.local_step_init_op = self.ready_for_local_init_op = None
+    self.chief_init_op = self.local_step_init_op = None
 
   # The wrapped optimizer computes gradients and owns the slots.
   def compute_gradients(self, *args, **kwargs):
@@ -255,7 +256,6 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
       init = [self._initialize_submitted()] + [
           self._set_accumulator_steps(global_step.read_value())]
     self.chief_init_op = tf.group(*init, name='sync_chief_init')
-    self.ready_for_local_init_op = tf.report_uninitialized_variables(tf.global_variables())
     self._build_lifecycle_ops()
 
   def _hand_out_tokens(self):

@@ -23,6 +23,7 @@ from nets import cifarnet
 from nets import i3d
 from nets import i3d_checkpoints
 from nets import lenet
+from nets import softmax_regression
 
 # name -> NetworkSpec. Filled by register_network; built-ins at the bottom.
 _REGISTRY = {}
@@ -247,6 +248,12 @@ _BUILTIN_NETWORKS = (
     NetworkSpec(name='lenet',
                 net_fn=lenet.lenet,
                 arg_scope_fn=lenet.lenet_arg_scope,
+                default_image_size=28,
+                default_weight_decay=0.0,
+                preprocessing_name='lenet'),
+    NetworkSpec(name='softmax_regression',
+                net_fn=softmax_regression.softmax_regression,
+                arg_scope_fn=softmax_regression.softmax_regression_arg_scope,
                 default_image_size=28,
                 default_weight_decay=0.0,
                 preprocessing_name='lenet'),

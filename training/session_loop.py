@@ -94,7 +94,8 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed):
       with tf.control_dependencies([local_init_op]):
         local_init_op = tf.group(sync_optimizer.chief_init_op if is_chief
                                  else sync_optimizer.local_step_init_op)
-      ready_for_local_init_op = sync_optimizer.ready_for_local_init_op
+      # local_step_init_op reads global_step: the chief must have initialized it.
+      ready_for_local_init_op = tf.report_uninitialized_variables(tf.global_variables())
   with tf.control_dependencies([train_op]):
     step_after_train = tf.identity(global_step.read_value(), name='step_after_train')
   sync = (None,) * 4

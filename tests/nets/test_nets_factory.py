@@ -16,6 +16,7 @@ BUILTINS = {
                       'LeNet/fc3/weights', 'LeNet/fc4/weights']),
     # slim's CifarNet regularises fc3 and fc4 only: not the convs, not the logits.
     'cifarnet': (32, 3, ['CifarNet/fc3/weights', 'CifarNet/fc4/weights']),
+    'softmax_regression': (28, 1, ['SoftmaxRegression/logits/weights']),
 }
 
 
@@ -189,7 +190,7 @@ def test_call_kwargs_override_net_kwargs(graph):
   assert {v.op.name.split('/')[0] for v in tf.global_variables()} == {'Second'}
 
 
-@pytest.mark.parametrize('name', sorted(BUILTINS))
+@pytest.mark.parametrize('name', sorted(set(BUILTINS) - {'softmax_regression'}))  # Dropout.
 @pytest.mark.parametrize('is_training, keep_prob, runs_differ', [
     (True, 0.5, True),     # dropout draws a new mask per run
     (True, 1.0, False),    # forwarded dropout_keep_prob=1.0 keeps everything

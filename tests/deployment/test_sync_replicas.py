@@ -1,0 +1,197 @@
+"""deployment.sync_replicas on an in-process cluster (1 ps, 2 workers on 127.0.0.1).
+
+Each worker has its own graph and session, as in a real job; the interleavings that
+break TF's optimizer are made on purpose, step by step, and the chief's trace (what
+each update took) is the record checked. The model is w in R^2 with loss
+|w - target_k|^2 on worker k, so the update is known in closed form: SGD with rate r
+moves w by -r * mean_k(2 (w - target_k)) over the workers counted.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+from deployment import sync_replicas
+from tf_compat import tf
+
+TARGETS = np.array([[1.0, 0.0], [0.0, 3.0]], np.float32)
+RATE = 0.25
+WAIT_SECS = 60
+
+
+class Worker:
+  """One worker's graph and session; `start_step()` runs its train op in a thread."""
+
+  def __init__(self, cluster, index, trace_path):
+    self.index = index
+    self.graph = tf.Graph()
+    with self.graph.as_default(), tf.device(tf.train.replica_device_setter(
+        ps_tasks=1, worker_device='/job:worker/task:%d' % index)):
+      self.global_step = tf.train.get_or_create_global_step()
+      self.w = tf.get_variable('w', initializer=tf.zeros([2]))
+      loss = tf.reduce_sum(tf.square(self.w - TARGETS[index]))
+      self.opt = sync_replicas.SyncReplicasOptimizer(
+          tf.train.GradientDescentOptimizer(RATE), replicas_to_aggregate=2,
+          total_num_replicas=2, worker_index=index,
+          trace_path=trace_path if index == 0 else None)
+      self.train_op = self.opt.apply_gradients(self.opt.compute_gradients(loss),
+                                               self.global_step)
+      self.update_op = self.opt.get_chief_queue_runner().enqueue_ops[0]
+      init = [tf.local_variables_initializer()]
+      if index == 0:
+        init = [tf.global_variables_initializer()] + init
+      self.init_ops = init
+    self.sess = tf.Session(cluster.workers[index], graph=self.graph)
+
+  def initialize(self):
+    for op in self.init_ops:
+      self.sess.run(op)
+    self.sess.run(self.opt.chief_init_op if self.index == 0 else self.opt.local_step_init_op)
+
+  def start(self, op=None):
+    """Runs `op` (default: the train op) in a thread; returns the thread."""
+    thread = threading.Thread(target=self.sess.run, args=(op or self.train_op,),
+                              daemon=True)
+    thread.start()
+    return thread
+
+  def step_and_vanish(self):
+    """Sends this step's gradient, then gives up waiting for the token, like a worker
+    killed right after sending (the deadline cancels only the wait)."""
+    with pytest.raises(tf.errors.DeadlineExceededError):
+      self.sess.run(self.train_op, options=tf.RunOptions(timeout_in_ms=3000))
+
+  def value(self, tensor):
+    return self.sess.run(tensor)
+
+
+@pytest.fixture(scope='module')
+def cluster():
+  workers, _ = tf.test.create_local_cluster(num_workers=2, num_ps=1)
+  return type('Cluster', (), {'workers': [w.target for w in workers]})
+
+
+@pytest.fixture
+def job(cluster, tmp_path):
+  """Two workers of a fresh job (new variables and queues: a container per test)."""
+  trace = str(tmp_path / 'trace.tsv')
+  tf.Session.reset(cluster.workers[0])  # Variables and queues of earlier tests: gone.
+  workers = [Worker(cluster, i, trace) for i in range(2)]
+  workers[0].initialize()
+  workers[1].initialize()
+  yield workers, trace
+
+
+def _join(threads):
+  for thread in threads:
+    thread.join(WAIT_SECS)
+    assert not thread.is_alive(), 'a step did not end'
+
+
+def _expected_w(steps, counted=((0, 1),) * 10):
+  w = np.zeros(2)
+  for step in range(steps):
+    w = w - RATE * np.mean([2 * (w - TARGETS[k]) for k in counted[step]], axis=0)
+  return w
+
+
+def test_each_update_takes_one_gradient_per_worker_at_its_step(job):
+  (chief, other), trace = job
+  for _ in range(3):
+    threads = [chief.start(), other.start(), chief.start(chief.update_op)]
+    _join(threads)
+  assert chief.value(chief.global_step) == 3
+  np.testing.assert_allclose(chief.value(chief.w), _expected_w(3), rtol=1e-6)
+  assert sync_replicas.read_trace(trace) == [
+      sync_replicas.TraceLine(s, [1, 1], [s, s]) for s in range(3)]
+
+
+def test_a_fast_worker_cannot_take_a_slow_workers_token(job):
+  """Worker 1 sends its step-0 gradient and is descheduled before it takes its token
+  (here: it stops waiting). With TF's one shared token queue the chief would take both
+  tokens of update 0 and send two gradients for step 1; here its second step waits."""
+  (chief, other), trace = job
+  other.step_and_vanish()
+  _join([chief.start(), chief.start(chief.update_op)])
+  second = chief.start()
+  update = chief.start(chief.update_op)
+  update.join(2.0)
+  assert update.is_alive(), 'update 1 fired on the chief alone'
+  _join([other.start()])  # Its step-0 retry is dropped; it takes its token for step 1.
+  _join([other.start(), update, second])
+  assert sync_replicas.read_trace(trace) == [
+      sync_replicas.TraceLine(s, [1, 1], [s, s]) for s in range(2)]
+  np.testing.assert_allclose(chief.value(chief.w), _expected_w(2), rtol=1e-6)
+
+
+def test_a_restarted_worker_does_not_count_twice(job):
+  """Worker 1 sends its step-0 gradient and dies; restarted at step 0 it computes the
+  step again: that gradient is dropped, and the update counts the chief's and worker
+  1's first gradient, once each."""
+  (chief, other), trace = job
+  other.step_and_vanish()
+  other.sess.run(other.opt.local_step_init_op)  # The restart's local init.
+  again = other.start()
+  update = chief.start(chief.update_op)
+  update.join(2.0)
+  assert update.is_alive(), 'the update fired on worker 1 twice'
+  _join([chief.start(), update, again])
+  assert sync_replicas.read_trace(trace) == [sync_replicas.TraceLine(0, [1, 1], [0, 0])]
+  np.testing.assert_allclose(chief.value(chief.w), _expected_w(1), rtol=1e-6)
+
+
+def test_a_rejoining_chief_skips_the_step_in_flight(job):
+  """Worker 1 has sent its step-1 gradient and waits; the chief dies without sending.
+  The new chief's rejoin discards the step: no weight changes, global_step 1 -> 2,
+  worker 1 gets a token for step 2, and step 2 is a normal update."""
+  (chief, other), trace = job
+  _join([chief.start(), other.start(), chief.start(chief.update_op)])
+  waiting = other.start()
+  weights = chief.value(chief.w)
+  chief.sess.run(chief.opt.rejoin_op)
+  _join([waiting])
+  assert chief.value(chief.global_step) == 2
+  np.testing.assert_array_equal(chief.value(chief.w), weights)
+  _join([chief.start(), other.start(), chief.start(chief.update_op)])
+  assert sync_replicas.read_trace(trace) == [
+      sync_replicas.TraceLine(0, [1, 1], [0, 0]), sync_replicas.TraceLine(2, [1, 1], [2, 2])]
+  np.testing.assert_allclose(chief.value(chief.w), _expected_w(2), rtol=1e-6)
+
+
+def test_a_stop_token_ends_the_wait_without_a_new_step(job):
+  (chief, other), trace = job
+  waiting = other.start()  # Sent step 0; waits for the chief, who never comes.
+  other.sess.run(other.opt.add_stop_token_op)
+  _join([waiting])
+  assert other.value(other.opt._local_step) == 0  # pylint: disable=protected-access
+  # Its next gradient would be for step 0 again: dropped, the update still needs the chief.
+  again = other.start()
+  update = chief.start(chief.update_op)
+  update.join(2.0)
+  assert update.is_alive()
+  _join([chief.start(), update, again])
+  assert sync_replicas.read_trace(trace) == [sync_replicas.TraceLine(0, [1, 1], [0, 0])]
+
+
+def test_closing_the_token_queues_ends_a_waiting_worker(job):
+  (chief, other), _ = job
+  errors = []
+
+  def step():
+    try:
+      other.sess.run(other.train_op)
+    except tf.errors.OutOfRangeError as error:
+      errors.append(error)
+  thread = threading.Thread(target=step, daemon=True)
+  thread.start()
+  chief.sess.run(chief.opt.close_token_queues_op)
+  _join([thread])
+  assert len(errors) == 1
+
+
+def test_bad_arguments_are_refused():
+  with pytest.raises(ValueError, match='replicas_to_aggregate=3'):
+    sync_replicas.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 3, 2, 0)
+  with pytest.raises(ValueError, match='worker_index=2'):
+    sync_replicas.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2, 2, 2)
