@@ -270,9 +270,11 @@ def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
 
 # A stand-in for train_image_classifier.py: no TensorFlow, behaviour chosen per task by
 # --behaviour=<task>:<action>,... (exit<N>: exit with N after 0.3 s; finish: exit 0 after
-# 0.3 s; otherwise run until SIGTERM, then print it and exit 0).
+# 0.3 s, once every task is ready; otherwise run until SIGTERM, then print it and exit 0).
+# Each prints 'ready' (and marks --ready_dir) once its SIGTERM handler is in place: tests
+# that signal a task wait for that.
 FAKE_TASK = r'''
-import signal, sys, time
+import os, signal, sys, time
 args = dict(a.lstrip('-').split('=', 1) for a in sys.argv[1:] if '=' in a)
 name = '%s-%s' % (args['job_name'], args['task_index'])
 plan = dict(item.split(':') for item in args.get('behaviour', '').split(',') if item)
@@ -280,8 +282,12 @@ def stop(signum, frame):
   print('%s got %s at %.3f' % (name, signal.Signals(signum).name, time.time()), flush=True)
   sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
+print('%s ready' % name, flush=True)
+open(os.path.join(args['ready_dir'], name), 'w').close()
 action = plan.get(name, 'run')
 if action != 'run':
+  while len(os.listdir(args['ready_dir'])) < int(args['num_tasks']):
+    time.sleep(0.02)  # Every task can take SIGTERM: now end.
   time.sleep(0.3)
   sys.exit(0 if action == 'finish' else int(action[4:]))
 while True:
@@ -292,8 +298,16 @@ while True:
 def _fake_cluster(tmp_path, behaviour, num_workers=2):
   script = tmp_path / 'fake_task.py'
   script.write_text(FAKE_TASK)
-  return LocalCluster(1, num_workers, ['--behaviour=' + behaviour], str(tmp_path / 'logs'),
-                      isolation='none', script=str(script))
+  ready = tmp_path / 'ready'
+  ready.mkdir()
+  return LocalCluster(1, num_workers, ['--behaviour=' + behaviour, '--ready_dir=%s' % ready,
+                                       '--num_tasks=%d' % (1 + num_workers)],
+                      str(tmp_path / 'logs'), isolation='none', script=str(script))
+
+
+def _all_ready(log_dir, names):
+  return all(os.path.exists(os.path.join(log_dir, n + '.log')) and
+             ' ready' in open(os.path.join(log_dir, n + '.log')).read() for n in names)
 
 
 def _sigterm_time(cluster, name):
@@ -317,8 +331,8 @@ def test_the_chiefs_success_ends_the_job_with_0(tmp_path):
 
 def test_a_stop_request_stops_workers_then_ps_and_returns_the_chiefs_status(tmp_path):
   with _fake_cluster(tmp_path, '') as cluster:
-    later = time.time() + 1.0   # Once the tasks have installed their handlers.
-    status = cluster.supervise(lambda: time.time() > later, grace_secs=10, poll_secs=0.05)
+    ready = lambda: _all_ready(str(tmp_path / 'logs'), [t.name for t in cluster.tasks])
+    status = cluster.supervise(ready, grace_secs=10, poll_secs=0.05)
   assert status == 0 and [t.returncode for t in cluster.tasks] == [0, 0, 0]
   assert max(_sigterm_time(cluster, 'worker-0'), _sigterm_time(cluster, 'worker-1')) <= (
       _sigterm_time(cluster, 'ps-0'))
@@ -336,16 +350,19 @@ def test_tasks_do_not_outlive_a_killed_launcher(tmp_path):
   """The launcher itself SIGKILLed (no clean-up possible): its tasks get SIGTERM."""
   script = tmp_path / 'fake_task.py'
   script.write_text(FAKE_TASK)
+  (tmp_path / 'ready').mkdir()
   launcher = subprocess.Popen([sys.executable, '-c', (
       'import sys, time; sys.path.insert(0, %r)\n'
       'from deployment.launch_local import LocalCluster\n'
-      'cluster = LocalCluster(1, 1, [], %r, isolation="none", script=%r).start()\n'
+      'cluster = LocalCluster(1, 1, ["--ready_dir=%s", "--num_tasks=2"], %r, '
+      'isolation="none", script=%r).start()\n'
       'print(" ".join(str(t.process.pid) for t in cluster.tasks), flush=True)\n'
-      'time.sleep(60)') % (ROOT, str(tmp_path / 'logs'), str(script))],
+      'time.sleep(60)') % (ROOT, tmp_path / 'ready', str(tmp_path / 'logs'), str(script))],
                               stdout=subprocess.PIPE, text=True)
   try:
     pids = [int(p) for p in launcher.stdout.readline().split()]
-    time.sleep(0.5)
+    wait_for(lambda: _all_ready(str(tmp_path / 'logs'), ['ps-0', 'worker-0']),
+             'the tasks to install their SIGTERM handlers', timeout=60)
     launcher.kill()
     launcher.wait()
     wait_for(lambda: not any(_running(pid) for pid in pids), 'the tasks to end', timeout=10)

@@ -78,12 +78,15 @@ def test_chief_killed_and_restarted_resumes_without_going_back(digits_dir, tmp_p
   assert checkpoint_steps(train_dir)[-1] == 60
 
 
-# Run inside the cluster's network once the chief is dead: empties every gradient
-# accumulator of SyncReplicasOptimizer (shared_name '<variable>:0/grad_accum') as a
-# chief's update does before it applies them (an empty one has nothing to give: its
-# take times out), and applies nothing: the update a chief lost half-way.
+# Run inside the cluster's network once the chief is frozen: waits until worker 1 has
+# sent its gradient for the current step (deployment.sync_replicas records the last step
+# each worker sent one for: from then on it can only wait for a token), says so, and
+# once told (a line on stdin: the chief is dead by then) empties
+# every gradient accumulator (shared_name '<variable>:0/grad_accum') as a chief's update
+# does before it applies them (an empty one has nothing to give: its take times out),
+# and applies nothing: the update a chief lost half-way.
 _TAKE_GRADIENTS = """
-import sys
+import sys, time
 from tf_compat import tf
 target, checkpoint = sys.argv[1:]
 reader = tf.train.load_checkpoint(checkpoint)
@@ -91,6 +94,8 @@ dtypes = reader.get_variable_to_dtype_map()
 with tf.Graph().as_default():
   takes = []
   with tf.device('/job:ps/task:0/device:CPU:0'):
+    global_step = tf.Variable(0, dtype=tf.int64, name='global_step')
+    submitted = tf.Variable(tf.zeros([2], tf.int64), name='sync_replicas_state/submitted')
     for name, shape in sorted(reader.get_variable_to_shape_map().items()):
       if name != 'global_step':
         accumulator = tf.ConditionalAccumulator(dtypes[name], shape=shape,
@@ -98,6 +103,16 @@ with tf.Graph().as_default():
         takes.append(accumulator.take_grad(1))
   taken = 0
   with tf.Session(target, config=tf.ConfigProto(device_filters=['/job:ps'])) as sess:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+      step, sent = sess.run([global_step.value(), submitted.value()])
+      if sent[1] >= step:
+        break
+      time.sleep(0.1)
+    else:
+      sys.exit('worker 1 sent no gradient for step %d in 60 s' % step)
+    print('worker 1 sent its gradient for step %d of %d' % (sent[1], step), flush=True)
+    sys.stdin.readline()  # The test kills the chief meanwhile.
     for take in takes:
       try:
         sess.run(take, options=tf.RunOptions(timeout_in_ms=3000))
@@ -113,11 +128,12 @@ def test_a_chief_lost_inside_a_synchronous_update_is_replaced_without_a_deadlock
   """The state a chief killed inside its update leaves (seen in a full-suite run): the
   gradients taken from the accumulators, global_step not advanced, no tokens handed
   out, worker 1 waiting for one. Made on purpose here: the chief is frozen (SIGSTOP)
-  while worker 1 sends its gradient and waits, killed, and the accumulators emptied.
-  The restarted chief must hand worker 1 a token; before it did, both waited until the
-  step timeout and exited 138 (and a stress loop of chief kills at random moments hit
-  that state in about 1 run in 7; the parameter server logged the accumulators' time
-  step one ahead of global_step)."""
+  until worker 1 has sent its gradient for the current step, killed, and the
+  accumulators emptied. The restarted chief skips the step in flight and hands every
+  worker a token for the next (deployment.sync_replicas); with TF's optimizer both
+  waited until the step timeout and exited 138 (a stress loop of chief kills at random
+  moments hit that state in about 1 run in 7; the parameter server logged the
+  accumulators' time step one ahead of global_step)."""
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=40, save_interval_secs=1, step_timeout_secs=40)
@@ -125,16 +141,21 @@ def test_a_chief_lost_inside_a_synchronous_update_is_replaced_without_a_deadlock
     wait_for_step(cluster, 'worker-1', 10)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
     cluster.signal('worker-0', signal.SIGSTOP)
-    time.sleep(3)  # Worker 1 sends its gradient for the current step and waits.
-    cluster.signal('worker-0', signal.SIGKILL)
-    cluster.wait('worker-0', 30)
     checkpoint = str(train_dir / ('model.ckpt-%d' % checkpoint_steps(train_dir)[-1]))
     argv = [sys.executable, '-c', _TAKE_GRADIENTS, 'grpc://' + cluster.hosts('ps')[0],
             checkpoint]
-    taken = subprocess.run(cluster.network.wrap(argv) if cluster.network else argv,
-                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                           capture_output=True, text=True, timeout=120)
-    assert taken.returncode == 0 and 'accumulators 8,' in taken.stdout, taken.stderr[-3000:]
+    helper = subprocess.Popen(cluster.network.wrap(argv) if cluster.network else argv,
+                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+      assert 'worker 1 sent its gradient' in helper.stdout.readline()
+      cluster.signal('worker-0', signal.SIGKILL)
+      cluster.wait('worker-0', 30)
+      out, err = helper.communicate('take\n', timeout=120)
+    finally:
+      helper.kill()
+    assert helper.returncode == 0 and 'accumulators 8,' in out, err[-3000:]
     assert cluster.task('worker-1').process.poll() is None  # Waiting for a token.
     cluster.start_task('worker-0')
     _assert_all_exit_0(cluster)

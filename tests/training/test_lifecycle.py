@@ -75,7 +75,7 @@ def test_stop_signals_set_the_event_and_restore_the_handlers():
   with lifecycle.StopSignals() as event:
     assert not event.is_set()
     os.kill(os.getpid(), signal.SIGTERM)
-    assert event.wait(5)
+    assert event.wait(30)
   assert signal.getsignal(signal.SIGTERM) is before
 
 

@@ -93,5 +93,5 @@ def test_the_watchdog_thread_calls_exit_with_the_verdict():
 
   with Watchdog(TIMEOUTS, stop, False, True, exit_fn=exit_fn, clock=clock):
     clock.now += 11
-    assert exited.wait(5)
+    assert exited.wait(30)
   assert codes == [EXIT_CLUSTER_FAILURE]
