@@ -182,7 +182,8 @@ def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, 
 @pytest.mark.cluster
 @pytest.mark.parametrize('num_workers, sync_flags, mode', [
     (2, {}, 'async'),
-    (3, {'sync_replicas': True, 'replicas_to_aggregate': 2}, 'one backup worker'),
+    (3, {'sync_replicas': True, 'replicas_to_aggregate': 2, 'sync_trace': True},
+     'one backup worker'),
 ])
 def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_workers,
                                                     sync_flags, mode):
@@ -205,6 +206,13 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
   assert 'All %d workers left: parameter server 0 exits' % num_workers in logs['ps-0.log']
   if sync_flags:
     assert 'Synchronous with 1 backup worker(s)' in logs['worker-0.log']
+    # With a backup worker there is no big-batch equivalence; what holds is that each
+    # update takes 2 gradients of distinct workers, all computed at the update's step.
+    trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
+    assert [line.step for line in trace] == list(range(steps_wanted)), trace
+    for line in trace:
+      assert max(line.counts) == 1 and sum(line.counts) == 2, line
+      assert all(s == line.step for s, c in zip(line.steps, line.counts) if c), line
   # Asynchronous workers each add 1 to global_step without waiting for the others, so
   # the ones already inside their last step may carry it past the end, by at most one
   # step per other worker; synchronous training lands on it exactly.

@@ -1,4 +1,4 @@
-"""deployment.sync_replicas on an in-process cluster (1 ps, 2 workers on 127.0.0.1).
+"""deployment.sync_replicas on a cluster of 1 ps and 2 workers on 127.0.0.1.
 
 Each worker has its own graph and session, as in a real job; the interleavings that
 break TF's optimizer are made on purpose, step by step, and the chief's trace (what
@@ -7,12 +7,17 @@ each update took) is the record checked. The model is w in R^2 with loss
 moves w by -r * mean_k(2 (w - target_k)) over the workers counted.
 """
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
+import portpicker
 import pytest
 
 from deployment import sync_replicas
+from deployment.launch_local import ROOT
 from tf_compat import tf
 
 TARGETS = np.array([[1.0, 0.0], [0.0, 3.0]], np.float32)
@@ -43,6 +48,7 @@ class Worker:
         init = [tf.global_variables_initializer()] + init
       self.init_ops = init
     self.sess = tf.Session(cluster.workers[index], graph=self.graph)
+    self.threads = []
 
   def initialize(self):
     for op in self.init_ops:
@@ -51,10 +57,14 @@ class Worker:
 
   def start(self, op=None):
     """Runs `op` (default: the train op) in a thread; returns the thread."""
-    thread = threading.Thread(target=self.sess.run, args=(op or self.train_op,),
-                              daemon=True)
+    thread = threading.Thread(target=self._run, args=(op or self.train_op,), daemon=True)
     thread.start()
+    self.threads.append(thread)
     return thread
+
+  def _run(self, op):
+    # A deadline, so that a step a failed test left waiting ends and the session closes.
+    self.sess.run(op, options=tf.RunOptions(timeout_in_ms=WAIT_SECS * 1000))
 
   def step_and_vanish(self):
     """Sends this step's gradient, then gives up waiting for the token, like a worker
@@ -66,10 +76,34 @@ class Worker:
     return self.sess.run(tensor)
 
 
+# The cluster's servers live in a child process, which the fixture kills: TensorFlow
+# cannot stop a server, so servers in the test process would hold their ports until
+# pytest exits. The child also ends when the test process dies (its stdin closes).
+SERVERS = """
+import os, sys
+from tf_compat import tf
+ps, w0, w1 = sys.argv[1:]
+spec = tf.train.ClusterSpec({'ps': [ps], 'worker': [w0, w1]})
+servers = [tf.train.Server(spec, job_name=job, task_index=index)
+           for job, index in (('ps', 0), ('worker', 0), ('worker', 1))]
+print('ready', flush=True)
+sys.stdin.read()
+os._exit(0)
+"""
+
+
 @pytest.fixture(scope='module')
 def cluster():
-  workers, _ = tf.test.create_local_cluster(num_workers=2, num_ps=1)
-  return type('Cluster', (), {'workers': [w.target for w in workers]})
+  hosts = ['localhost:%d' % portpicker.pick_unused_port() for _ in range(3)]
+  servers = subprocess.Popen([sys.executable, '-c', SERVERS] + hosts, cwd=ROOT,
+                             env=dict(os.environ, PYTHONPATH=ROOT), text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+  try:
+    assert servers.stdout.readline().strip() == 'ready'
+    yield type('Cluster', (), {'workers': ['grpc://' + h for h in hosts[1:]]})
+  finally:
+    servers.kill()
+    servers.wait()
 
 
 @pytest.fixture
@@ -78,9 +112,23 @@ def job(cluster, tmp_path):
   trace = str(tmp_path / 'trace.tsv')
   tf.Session.reset(cluster.workers[0])  # Variables and queues of earlier tests: gone.
   workers = [Worker(cluster, i, trace) for i in range(2)]
-  workers[0].initialize()
-  workers[1].initialize()
-  yield workers, trace
+  try:
+    workers[0].initialize()
+    workers[1].initialize()
+    yield workers, trace
+  finally:
+    # Closed while the servers live: a session left open would try to close itself
+    # against killed servers when pytest exits, and wait for them forever. A session
+    # closes once its steps end (each has a deadline).
+    for worker in workers:
+      for thread in worker.threads:
+        thread.join()
+    tf.Session.reset(cluster.workers[0])
+    for worker in workers:
+      try:
+        worker.sess.close()
+      except tf.errors.AbortedError:  # The reset closed it already.
+        pass
 
 
 def _join(threads):
