@@ -29,7 +29,7 @@ from absl import app, flags, logging
 
 from evaluation import run
 from evaluation.config import EvalConfig
-from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
                              reject_positional_arguments)
 
 define_flags(EvalConfig)

@@ -17,7 +17,7 @@ import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anyt
 from absl import app, flags, logging
 
 from serving.export_model import ExportConfig, export_saved_model
-from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
                              reject_positional_arguments)
 
 define_flags(ExportConfig)

@@ -16,7 +16,7 @@ import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anyt
 from absl import app, flags
 
 from serving.predict_video import PredictConfig, predict_video
-from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
                              reject_positional_arguments)
 
 define_flags(PredictConfig)

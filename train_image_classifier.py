@@ -19,7 +19,7 @@ from absl import app, flags, logging
 
 from training import lifecycle
 from training.config import TrainConfig
-from training.params import (ConfigError, config_from_flags, define_flags, parse_flags,
+from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
                              reject_positional_arguments)
 
 define_flags(TrainConfig)

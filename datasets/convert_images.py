@@ -15,7 +15,7 @@ from absl import flags
 
 from datasets import dataset_factory
 from datasets.dataset_split import DatasetError
-from training.params import parse_flags
+from core.params import parse_flags
 from tf_compat import tf
 
 _MAX_SHARDS = 99999

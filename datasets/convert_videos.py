@@ -37,7 +37,7 @@ from datasets import video_splits
 from datasets.dataset_split import DatasetError
 from datasets.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.video_frames import VideoTask, process_video
-from training.params import param
+from core.params import param
 
 __all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'EXIT_SKIPPED',
            'EXIT_STRICT_STOP']
@@ -357,7 +357,7 @@ def summary_line(manifest, output_dir):
 def main(argv):
   """CLI: flags -> VideoConversion -> convert_videos; exit status as documented above."""
   from absl import flags  # pylint: disable=import-outside-toplevel
-  from training.params import config_from_flags  # pylint: disable=import-outside-toplevel
+  from core.params import config_from_flags  # pylint: disable=import-outside-toplevel
   if len(argv) > 1:
     print('error: unexpected arguments %s; all settings are --flags' % ' '.join(argv[1:]),
           file=sys.stderr)
@@ -385,6 +385,6 @@ def main(argv):
 if __name__ == '__main__':
   import tf_compat  # pylint: disable=unused-import,wrong-import-position
   from absl import app  # pylint: disable=wrong-import-position
-  from training.params import define_flags, parse_flags  # pylint: disable=wrong-import-position
+  from core.params import define_flags, parse_flags  # pylint: disable=wrong-import-position
   define_flags(VideoConversion)
   app.run(main, flags_parser=parse_flags)

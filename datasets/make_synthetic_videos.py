@@ -38,7 +38,7 @@ import av
 import cv2
 import numpy as np
 
-from training.params import parse_flags
+from core.params import parse_flags
 
 __all__ = ['DIRECTIONS', 'make_synthetic_videos']
 

@@ -10,7 +10,7 @@ does not apply to the dataset given, so a flag is never silently ignored.
 import dataclasses
 from typing import Optional
 
-from training.params import param
+from core.params import param
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 

@@ -16,7 +16,7 @@ from evaluation.config import DEFAULT_IMAGE_BATCH, EvalConfig
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.checkpoint_restore import resolve_checkpoint
-from training.params import ConfigError
+from core.params import ConfigError
 from training.setup import lookup_dataset_split
 
 __all__ = ['EvalConfig', 'EvalResult', 'evaluate']

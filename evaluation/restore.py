@@ -14,7 +14,7 @@ import dataclasses
 
 from datasets.converted_data import MODALITY_CHANNELS
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['EMA_SUFFIX', 'RestoreSpec', 'RestorePlan', 'plan_restore', 'checkpoint_global_step']
 

@@ -19,7 +19,7 @@ from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
 from evaluation.watch import watch_checkpoints
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['VideoRun', 'evaluations', 'evaluate_checkpoint', 'summary', 'exit_status']
 

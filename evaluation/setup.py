@@ -15,7 +15,7 @@ from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalCon
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
 from training.checkpoint_restore import resolve_checkpoint
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['Sampling', 'Stream', 'EvalSetup', 'check_eval_config', 'network_kwargs',
            'resolve_sampling']

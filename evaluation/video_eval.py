@@ -23,7 +23,7 @@ from evaluation.metrics import classification_metrics
 from evaluation.setup import network_kwargs
 from nets import nets_factory
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['StreamScores', 'VideoEvalResult', 'clip_logits', 'score_videos', 'fuse',
            'evaluate_videos']

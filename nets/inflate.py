@@ -32,7 +32,7 @@ import numpy as np
 from tf_compat import tf, slim
 from nets import i3d
 from training.checkpoint_restore import resolve_checkpoint
-from training.params import ConfigError, param
+from core.params import ConfigError, param
 
 __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',
            'inflate_checkpoint']
@@ -248,7 +248,7 @@ def _summary_line(report):
 def main(argv):
   """CLI: flags -> InflateConfig -> inflate_checkpoint; exit status as documented."""
   from absl import flags  # pylint: disable=import-outside-toplevel
-  from training.params import (  # pylint: disable=import-outside-toplevel
+  from core.params import (  # pylint: disable=import-outside-toplevel
       config_from_flags, reject_positional_arguments)
   if reject_positional_arguments(argv):
     return 2
@@ -267,6 +267,6 @@ def main(argv):
 
 if __name__ == '__main__':
   from absl import app  # pylint: disable=wrong-import-position
-  from training.params import define_flags, parse_flags  # pylint: disable=wrong-import-position
+  from core.params import define_flags, parse_flags  # pylint: disable=wrong-import-position
   define_flags(InflateConfig)
   app.run(main, flags_parser=parse_flags)

@@ -39,7 +39,7 @@ from nets import nets_factory
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
 from training.checkpoint_restore import resolve_checkpoint
-from training.params import ConfigError, param
+from core.params import ConfigError, param
 
 __all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
 

@@ -24,7 +24,7 @@ from datasets.dataset_split import DatasetSplit
 from datasets.video_frames import BadVideo, VideoTask, process_video
 from serving.model_info import read_model_info
 from tf_compat import tf
-from training.params import ConfigError, param
+from core.params import ConfigError, param
 
 __all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
 

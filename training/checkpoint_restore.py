@@ -18,7 +18,7 @@ import numpy as np
 from absl import logging
 
 from tf_compat import tf, slim
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['RestorePlan', 'resolve_checkpoint', 'filter_by_scopes', 'plan_restore',
            'make_init_fn', 'log_restore_report', 'checkpoint_shapes', 'same_values_shape']

@@ -12,7 +12,7 @@ Deliberate differences from slim's train_image_classifier, each a fix for a know
 import dataclasses
 from typing import Optional, Tuple
 
-from training.params import param
+from core.params import param
 
 
 @dataclasses.dataclass(frozen=True)

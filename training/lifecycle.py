@@ -34,7 +34,7 @@ from absl import logging
 
 from deployment import cluster
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 from training.session_loop import EXIT_CLUSTER_FAILURE, flush_and_exit as exit_now
 from training.train import train
 

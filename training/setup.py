@@ -12,7 +12,7 @@ from datasets import dataset_factory, video_splits
 from deployment import model_deploy
 from nets import nets_factory
 from training import checkpoint_restore, optimization
-from training.params import ConfigError
+from core.params import ConfigError
 
 __all__ = ['TrainSetup', 'check_train_config']
 

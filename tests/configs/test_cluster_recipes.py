@@ -12,7 +12,7 @@ from absl import flags
 from training import lifecycle, optimization
 from training import setup as train_setup
 from training.config import TrainConfig
-from training.params import config_from_flags, define_flags
+from core.params import config_from_flags, define_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, 'configs', 'cluster')

@@ -10,7 +10,7 @@ import pytest
 from absl import flags
 
 from training.config import TrainConfig
-from training.params import config_from_flags, define_flags
+from core.params import config_from_flags, define_flags
 from training import setup as train_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -9,7 +9,7 @@ from evaluation.config import EvalConfig
 from evaluation import run
 from tests import video_testdata
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 
 
 def test_refused_for_image_datasets(digits_dir, tmp_path):

@@ -20,7 +20,7 @@ from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.config import TrainConfig
-from training.params import ConfigError
+from core.params import ConfigError
 from training.train import train
 
 LENET_VARIABLES = (

@@ -21,7 +21,7 @@ from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
 from tf_compat import tf
 from training.config import TrainConfig
-from training.params import ConfigError
+from core.params import ConfigError
 from training.train import train
 
 NUM_TEST = 6

@@ -19,7 +19,7 @@ from nets import i3d
 from nets import inflate
 from nets.i3d_checkpoints import name_map_for_checkpoint
 from training.checkpoint_restore import plan_restore
-from training.params import ConfigError
+from core.params import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -16,7 +16,7 @@ from serving.export_model import ExportConfig, export_saved_model
 from serving.model_info import read_model_info
 from tests import video_testdata as vt
 from tf_compat import tf
-from training.params import ConfigError
+from core.params import ConfigError
 
 
 @pytest.fixture(scope='module')

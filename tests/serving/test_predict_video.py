@@ -9,7 +9,7 @@ import pytest
 
 from serving.predict_video import PredictConfig, predict_video, prepare_clips
 from tests import video_testdata as vt
-from training.params import ConfigError
+from core.params import ConfigError
 
 
 def info(modality, sampling):

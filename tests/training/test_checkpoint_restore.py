@@ -12,7 +12,7 @@ import pytest
 from nets import nets_factory
 from tf_compat import tf, slim
 from training import checkpoint_restore
-from training.params import ConfigError
+from core.params import ConfigError
 
 LENET_VARIABLES = (
     'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',

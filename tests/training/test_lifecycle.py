@@ -10,7 +10,7 @@ import pytest
 from tf_compat import tf
 from training import lifecycle
 from training.config import TrainConfig
-from training.params import ConfigError
+from core.params import ConfigError
 
 PS = ('10.0.0.1:2222',)
 WORKERS = ('10.0.0.2:2222', '10.0.0.3:2222')

@@ -12,7 +12,7 @@ import pytest
 
 from tf_compat import tf
 from training.config import TrainConfig
-from training.params import ConfigError
+from core.params import ConfigError
 from training.setup import TrainSetup, check_train_config
 
 DIGITS_TRAIN = 1437

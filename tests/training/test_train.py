@@ -22,7 +22,7 @@ from training import checkpoint_restore
 import training.train as train_module
 from training.config import TrainConfig
 from training.optimization import OPTIMIZERS
-from training.params import ConfigError
+from core.params import ConfigError
 from training.progress import ProgressStep
 from training.setup import check_train_config
 

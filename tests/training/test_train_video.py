@@ -18,7 +18,7 @@ from tests import video_testdata
 from tf_compat import tf
 from training import train as train_module
 from training.config import TrainConfig
-from training.params import ConfigError
+from core.params import ConfigError
 from training.setup import check_train_config
 
 

@@ -1,4 +1,4 @@
-"""Tests for training/params.py: frozen config dataclasses <-> absl flags.
+"""Tests for core/params.py: frozen config dataclasses <-> absl flags.
 
 Every test defines the flags on its own fresh `flags.FlagValues()`, so the process-wide
 `absl.flags.FLAGS` is never touched (parse_flags reads `flags.FLAGS`, which is
@@ -11,9 +11,9 @@ import typing
 import pytest
 from absl import flags
 
-from training import params
+from core import params
 from training.config import TrainConfig
-from training.params import ConfigError, config_from_flags, define_flags, parse_flags
+from core.params import ConfigError, config_from_flags, define_flags, parse_flags
 
 FIELDS = {field.name: field for field in dataclasses.fields(TrainConfig)}
 
