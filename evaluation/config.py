@@ -14,7 +14,7 @@ from core.params import param
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 
-MOVING_AVERAGE_MODES = ('auto', 'true', 'false')
+from checkpoints.restore import MOVING_AVERAGE_MODES
 DEFAULT_IMAGE_BATCH = 100
 DEFAULT_VIDEO_BATCH = 1
 

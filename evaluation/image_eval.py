@@ -11,12 +11,13 @@ import os
 
 from absl import logging
 
+from checkpoints import restore
+from checkpoints.paths import resolve_checkpoint
+from core.params import ConfigError
 from datasets import dataset_factory, image_input
 from evaluation.config import DEFAULT_IMAGE_BATCH, EvalConfig
 from nets import nets_factory
-from tf_compat import tf, slim
-from training.checkpoint_restore import resolve_checkpoint
-from core.params import ConfigError
+from tf_compat import tf
 from training.setup import lookup_dataset_split
 
 __all__ = ['EvalConfig', 'EvalResult', 'evaluate']
@@ -49,7 +50,7 @@ def _check(config):
 
 
 def _build_graph(config, split):
-  """Returns (update ops, metric values dict, batch size tensor, global step)."""
+  """Returns (update ops, metric values dict, batch size tensor)."""
   spec = nets_factory.get_network_spec(config.model_name)
   image_size = (spec.default_image_size if config.eval_image_size is None
                 else config.eval_image_size)
@@ -59,7 +60,6 @@ def _build_graph(config, split):
   network_fn = nets_factory.get_network_fn(
       config.model_name, num_classes=split.num_classes - config.labels_offset,
       is_training=False, **kwargs)
-  global_step = tf.train.get_or_create_global_step()
   with tf.device('/device:CPU:0'):
     dataset = image_input.build_image_dataset(
         split, batch_size=config.batch_size or DEFAULT_IMAGE_BATCH, image_size=image_size,
@@ -76,17 +76,19 @@ def _build_graph(config, split):
                                    tf.float32))
   updates = [accuracy[1], recall[1]]
   values = {'Accuracy': accuracy[0], 'Recall_5': recall[0]}
-  return updates, values, tf.shape(labels)[0], global_step
+  return updates, values, tf.shape(labels)[0]
 
 
-def _saver(config, global_step):
-  if config.moving_average_decay:
-    averages = tf.train.ExponentialMovingAverage(config.moving_average_decay, global_step)
-    variables = averages.variables_to_restore(slim.get_model_variables())
-    variables[global_step.op.name] = global_step
-  else:
-    variables = slim.get_variables_to_restore()
-  return tf.train.Saver(variables)
+def _restore_plan(config, split, checkpoint):
+  """Every variable of the inference graph from the checkpoint (the moving averages with
+  --moving_average_decay)."""
+  offset = ' with --labels_offset=%d' % config.labels_offset if config.labels_offset else ''
+  fit = restore.ModelFit(model_name=config.model_name,
+                         num_classes=split.num_classes - config.labels_offset,
+                         channels=split.num_channels,
+                         data_flag='dataset_dir=%s%s' % (config.dataset_dir, offset))
+  return restore.plan_inference(checkpoint, tf.global_variables(), fit,
+                                'true' if config.moving_average_decay else 'false')
 
 
 def _write_summaries(eval_dir, metrics, global_step):
@@ -102,20 +104,20 @@ def evaluate(config):
   """Evaluates config.checkpoint_path on the split; returns an EvalResult."""
   split, checkpoint = _check(config)
   with tf.Graph().as_default():
-    updates, values, batch, global_step = _build_graph(config, split)
-    saver = _saver(config, global_step)
+    updates, values, batch = _build_graph(config, split)
+    plan = _restore_plan(config, split, checkpoint)
+    saver = restore.make_saver(plan)
     with tf.Session(config.master) as sess:
       try:
         saver.restore(sess, checkpoint)
-      except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
-        raise ConfigError('--checkpoint_path=%s does not match --model_name=%s with %d '
-                          'classes: %s' % (checkpoint, config.model_name,
-                                           split.num_classes - config.labels_offset,
-                                           str(error).split('\n')[0])) from None
+      except (tf.errors.NotFoundError, tf.errors.DataLossError) as error:
+        # The plan checked names and shapes: the files went away or are damaged.
+        raise ConfigError('--checkpoint_path=%s could not be read: %s'
+                          % (checkpoint, str(error).split('\n')[0])) from None
       sess.run(tf.local_variables_initializer())
       num_examples = _run_batches(sess, updates, batch, config.max_num_batches)
       metrics = sess.run(values)
-      step = int(sess.run(global_step))
+      step = plan.global_step
   if config.eval_dir:
     _write_summaries(config.eval_dir, metrics, step)
   logging.info('%s/%s, %d examples, checkpoint %s (step %d): Accuracy %.4f, Recall@5 %.4f',

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from evaluation.setup import network_kwargs
-from evaluation.watch import checkpoint_step
+from checkpoints.paths import checkpoint_step
 from tf_compat import tf
 
 __all__ = ['report_dict', 'report_path', 'write_report', 'write_summaries',

@@ -17,7 +17,7 @@ from evaluation import report
 from evaluation.image_eval import evaluate as evaluate_images
 from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
-from evaluation.watch import watch_checkpoints
+from checkpoints.watch import watch_checkpoints
 from tf_compat import tf
 from core.params import ConfigError
 

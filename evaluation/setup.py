@@ -14,7 +14,7 @@ from datasets import dataset_factory
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
-from training.checkpoint_restore import resolve_checkpoint
+from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError
 
 __all__ = ['Sampling', 'Stream', 'EvalSetup', 'check_eval_config', 'network_kwargs',

@@ -4,7 +4,7 @@ Each video becomes one clip of its first N frames or K clips spread over it
 (`datasets.clip_input`, centre crop, values in [-1, 1]); the network runs with batch norm
 in inference mode (is_training=False) and its logits are averaged over a video's clips.
 Moving-average weights are restored when the checkpoint holds them (see
-`evaluation.restore`). Two-stream fusion sums the rgb and flow models' per-video logits,
+`checkpoints.restore`). Two-stream fusion sums the rgb and flow models' per-video logits,
 joined by video id.
 
     setup = check_eval_config(config)
@@ -17,8 +17,8 @@ import dataclasses
 from absl import logging
 import numpy as np
 
+from checkpoints import restore
 from datasets import clip_input
-from evaluation import restore
 from evaluation.metrics import classification_metrics
 from evaluation.setup import network_kwargs
 from nets import nets_factory
@@ -109,13 +109,11 @@ def _inputs(config, setup, stream):
 
 
 def _restore_plan(config, setup, stream, checkpoint):
-  spec = restore.RestoreSpec(
-      checkpoint=checkpoint, checkpoint_flag=stream.checkpoint_flag,
-      model_name=config.model_name, num_classes=setup.num_classes,
-      channels=stream.split.num_channels, data_flag=stream.data_flag,
-      use_moving_averages=setup.use_moving_averages)
+  fit = restore.ModelFit(model_name=config.model_name, num_classes=setup.num_classes,
+                         channels=stream.split.num_channels, data_flag=stream.data_flag)
   # The inference graph has no global step: every variable is the model's.
-  return restore.plan_restore(spec, tf.global_variables())
+  return restore.plan_inference(checkpoint, tf.global_variables(), fit,
+                                setup.use_moving_averages, flag=stream.checkpoint_flag)
 
 
 def _restore(sess, saver, stream, checkpoint):
@@ -156,7 +154,7 @@ def score_videos(config, setup, stream, checkpoint):
     clips, labels, video_ids = _inputs(config, setup, stream)
     logits = clip_logits(network_fn, clips)
     plan = _restore_plan(config, setup, stream, checkpoint)
-    saver = tf.train.Saver(plan.var_list)
+    saver = restore.make_saver(plan)
     with tf.Session(config.master) as sess:
       _restore(sess, saver, stream, checkpoint)
       arrays = _run(sess, [logits, labels, video_ids], config.max_num_batches)

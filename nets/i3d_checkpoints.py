@@ -6,7 +6,7 @@ Pure name logic: no graph, no session. The training code asks
     name_map = name_map_for_checkpoint(shapes, model_scope='InceptionV1', modality='rgb')
 
 and passes `name_map` (None or fn(variable op name) -> checkpoint name) on to
-`training.checkpoint_restore.plan_restore`.
+`checkpoints.restore.plan_fine_tuning`.
 
 Checkpoint namings understood:
 

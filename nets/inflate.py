@@ -31,7 +31,7 @@ import numpy as np
 
 from tf_compat import tf, slim
 from nets import i3d
-from training.checkpoint_restore import resolve_checkpoint
+from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError, param
 
 __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',

@@ -31,14 +31,14 @@ from typing import Optional
 from absl import logging
 import numpy as np
 
+from checkpoints import restore
+from checkpoints.paths import resolve_checkpoint
+from checkpoints.restore import MOVING_AVERAGE_MODES
 from datasets import converted_data
-from evaluation import restore
-from evaluation.config import MOVING_AVERAGE_MODES
 from evaluation.setup import resolve_sampling
 from nets import nets_factory
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
-from training.checkpoint_restore import resolve_checkpoint
 from core.params import ConfigError, param
 
 __all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
@@ -173,12 +173,11 @@ def _signature(clips, logits, labels, top_k):
 
 
 def _restore(config, sess, checkpoint, num_classes, channels):
-  plan = restore.plan_restore(restore.RestoreSpec(
-      checkpoint=checkpoint, checkpoint_flag='checkpoint_path', model_name=config.model_name,
-      num_classes=num_classes, channels=channels,
-      data_flag='dataset_dir=%s' % config.dataset_dir,
-      use_moving_averages=config.use_moving_averages), tf.global_variables())
-  tf.train.Saver(plan.var_list).restore(sess, checkpoint)
+  fit = restore.ModelFit(model_name=config.model_name, num_classes=num_classes,
+                         channels=channels, data_flag='dataset_dir=%s' % config.dataset_dir)
+  plan = restore.plan_inference(checkpoint, tf.global_variables(), fit,
+                                config.use_moving_averages)
+  restore.make_saver(plan).restore(sess, checkpoint)
   return plan
 
 

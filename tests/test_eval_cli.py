@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from evaluation import watch
+from checkpoints import paths
 from tests import video_testdata as vt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,8 +103,8 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
       reports.append(json.load(handle)['streams']['rgb']['checkpoint'])
   tables = watch_out.count('video_folder/test: 6 videos, 1 clip x 4 frames')
   assert tables == len(reports) >= 2, logs  # each evaluated checkpoint printed once
-  assert max(watch.checkpoint_step(p) for p in reports) == steps, logs
+  assert max(paths.checkpoint_step(p) for p in reports) == steps, logs
   # Every checkpoint the trainer still lists was evaluated (older ones may have been
   # deleted by its Saver before the watcher got to them).
-  kept = set(watch.listed_checkpoints(str(train_dir)))
+  kept = set(paths.listed_checkpoints(str(train_dir)))
   assert kept <= set(reports), (kept, reports, logs)

@@ -11,7 +11,8 @@ import os
 from datasets import dataset_factory, video_splits
 from deployment import model_deploy
 from nets import nets_factory
-from training import checkpoint_restore, optimization
+from checkpoints import paths, restore
+from training import optimization
 from core.params import ConfigError
 
 __all__ = ['TrainSetup', 'check_train_config']
@@ -215,7 +216,7 @@ def _checkpoint_name_map(spec, dataset, checkpoint_file):
   """The network's map to a foreign checkpoint's names (e.g. DeepMind's I3D), or None."""
   if checkpoint_file is None or spec.checkpoint_name_map is None:
     return None
-  shapes = checkpoint_restore.checkpoint_shapes(checkpoint_file)
+  shapes = restore.checkpoint_shapes(checkpoint_file)
   try:
     return spec.checkpoint_name_map(shapes, modality=getattr(dataset, 'modality', None)
                                     or 'rgb')
@@ -250,7 +251,7 @@ def check_train_config(config):
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None
   if config.checkpoint_path:
-    checkpoint_file = checkpoint_restore.resolve_checkpoint(config.checkpoint_path)
+    checkpoint_file = paths.resolve_checkpoint(config.checkpoint_path)
   image_size = (spec.default_image_size if config.train_image_size is None
                 else config.train_image_size)
   _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
@@ -263,4 +264,4 @@ def check_train_config(config):
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,
       checkpoint_name_map=_checkpoint_name_map(spec, dataset, checkpoint_file),
-      resume_checkpoint=checkpoint_restore.train_dir_checkpoint(config.train_dir))
+      resume_checkpoint=paths.latest_checkpoint(config.train_dir))

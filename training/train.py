@@ -17,7 +17,8 @@ from deployment import cluster, model_deploy, sync_replicas
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
-from training import checkpoint_restore, optimization
+from checkpoints import restore
+from training import optimization
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
@@ -94,7 +95,7 @@ def _make_clone_fn(config, setup, iterator, network_fn):
 def _variables_to_train(config):
   if not config.trainable_scopes:
     return None
-  return checkpoint_restore.filter_by_scopes(
+  return restore.filter_by_scopes(
       tf.trainable_variables(), config.trainable_scopes, 'trainable_scopes')
 
 
@@ -106,7 +107,7 @@ def _fine_tune_init_fn(config, setup):
     logging.info('Ignoring --checkpoint_path: %s already holds %s, resuming from it',
                  config.train_dir, setup.resume_checkpoint)
     return None
-  plan = checkpoint_restore.plan_restore(
+  plan = restore.plan_fine_tuning(
       setup.checkpoint_file, slim.get_model_variables(),
       exclude_scopes=config.checkpoint_exclude_scopes,
       ignore_missing_vars=config.ignore_missing_vars, name_map=setup.checkpoint_name_map)
@@ -114,8 +115,8 @@ def _fine_tune_init_fn(config, setup):
   if naming is not None:
     logging.info('Checkpoint names: %s (%s), mapped to %s', naming.naming, naming.scope,
                  config.model_name)
-  checkpoint_restore.log_restore_report(plan)
-  return checkpoint_restore.make_init_fn(plan)
+  restore.log_restore_report(plan)
+  return restore.make_init_fn(plan)
 
 
 def _optimizer(config, setup, global_step, moving_average):

@@ -18,7 +18,7 @@ from tf_compat import tf, slim
 from nets import i3d
 from nets import inflate
 from nets.i3d_checkpoints import name_map_for_checkpoint
-from training.checkpoint_restore import plan_restore
+from checkpoints.restore import plan_fine_tuning
 from core.params import ConfigError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -228,7 +228,7 @@ def test_training_restores_the_output_directly(inflated):
   with tf.Graph().as_default():
     with slim.arg_scope(i3d.i3d_arg_scope()):
       i3d.i3d(tf.zeros([1, 8, 32, 32, 3]), num_classes=400)
-    plan = plan_restore(prefix, slim.get_model_variables())
+    plan = plan_fine_tuning(prefix, slim.get_model_variables())
   assert len(plan.restored) == 230 and not (plan.missing or plan.mismatched)
   assert sorted(os.listdir(os.path.dirname(prefix))) == [
       'i3d.ckpt.data-00000-of-00001', 'i3d.ckpt.index']

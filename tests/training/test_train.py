@@ -18,7 +18,7 @@ from datasets.convert_images import convert
 from deployment.session_config import make_session_config
 from evaluation.image_eval import EvalConfig, evaluate
 from tf_compat import tf, slim
-from training import checkpoint_restore
+from checkpoints import restore
 import training.train as train_module
 from training.config import TrainConfig
 from training.optimization import OPTIMIZERS
@@ -309,8 +309,8 @@ def test_resume_wins_over_checkpoint_path(digits_dir, source_run, ten_steps_dir,
   own = checkpoint_values(os.path.join(train_dir, 'model.ckpt-10'))
 
   def no_plan(*args, **kwargs):
-    raise AssertionError('plan_restore called although train_dir holds a checkpoint')
-  monkeypatch.setattr(checkpoint_restore, 'plan_restore', no_plan)
+    raise AssertionError('plan_fine_tuning called although train_dir holds a checkpoint')
+  monkeypatch.setattr(restore, 'plan_fine_tuning', no_plan)
   config = make_config(digits_dir, train_dir, num_clones=1, max_number_of_steps=12,
                        checkpoint_path=source_config.train_dir)
   result = train_with_timeout(config)

@@ -1,4 +1,4 @@
-"""evaluation.watch on checkpoints written here by tf.train.Saver, with a fake clock.
+"""checkpoints.watch on checkpoints written here by tf.train.Saver, with a fake clock.
 
 The fake `sleep` is where the "trainer" acts: each call advances the clock and may save a
 checkpoint, write a half checkpoint, or leave the training_done marker.
@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from evaluation import watch
+from checkpoints import watch, paths
 from tf_compat import tf
 
 
@@ -59,7 +59,7 @@ class Clock:
 
 def run_watch(train_dir, clock, **kwargs):
   kwargs.setdefault('timeout', 100.0)
-  return [watch.checkpoint_step(p) for p in watch.watch_checkpoints(
+  return [paths.checkpoint_step(p) for p in watch.watch_checkpoints(
       str(train_dir), poll_secs=10.0, clock=clock, sleep=clock.sleep, **kwargs)]
 
 
@@ -108,7 +108,7 @@ def test_a_half_written_checkpoint_waits_until_complete(tmp_path):
   with open(str(train_dir / 'checkpoint'), 'w') as handle:
     handle.write('model_checkpoint_path: "model.ckpt-50"\n'
                  'all_model_checkpoint_paths: "model.ckpt-50"\n')
-  assert not watch.is_complete(target)
+  assert not paths.is_complete(target)
   data = [p for p in os.listdir(str(tmp_path / 'source')) if p.startswith('model.ckpt-50.data')]
 
   def copy_data():
@@ -121,10 +121,10 @@ def test_a_half_written_checkpoint_waits_until_complete(tmp_path):
 
 def test_truncated_index_is_not_complete(tmp_path):
   prefix = Trainer(tmp_path).save(2)
-  assert watch.is_complete(prefix)
+  assert paths.is_complete(prefix)
   with open(prefix + '.index', 'r+b') as handle:
     handle.truncate(10)
-  assert not watch.is_complete(prefix)
+  assert not paths.is_complete(prefix)
 
 
 def test_checkpoints_deleted_by_max_to_keep_are_skipped(tmp_path):
@@ -137,16 +137,16 @@ def test_checkpoints_deleted_by_max_to_keep_are_skipped(tmp_path):
   for step in (2, 3, 4):  # While step 1 is "evaluated", 2 is written and then deleted.
     trainer.save(step)
   handed.extend(generator)
-  assert [watch.checkpoint_step(p) for p in handed] == [1, 3, 4]
+  assert [paths.checkpoint_step(p) for p in handed] == [1, 3, 4]
 
 
 def test_listed_checkpoints_are_sorted_by_step(tmp_path):
   trainer = Trainer(tmp_path)
   for step in (100, 20, 3):
     trainer.save(step)
-  assert [watch.checkpoint_step(p) for p in watch.listed_checkpoints(str(tmp_path))] == [
+  assert [paths.checkpoint_step(p) for p in paths.listed_checkpoints(str(tmp_path))] == [
       3, 20, 100]
-  assert watch.listed_checkpoints(str(tmp_path / 'none')) == []
+  assert paths.listed_checkpoints(str(tmp_path / 'none')) == []
 
 
 def test_a_listed_checkpoint_whose_files_are_gone_is_skipped(tmp_path):
@@ -157,5 +157,5 @@ def test_a_listed_checkpoint_whose_files_are_gone_is_skipped(tmp_path):
   for name in os.listdir(str(tmp_path)):
     if name.startswith('model.ckpt-1.'):
       os.remove(str(tmp_path / name))
-  assert watch.listed_checkpoints(str(tmp_path))[0] == first
+  assert paths.listed_checkpoints(str(tmp_path))[0] == first
   assert run_watch(tmp_path, Clock(), last_step=2) == [2]

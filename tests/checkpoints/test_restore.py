@@ -11,7 +11,7 @@ import pytest
 
 from nets import nets_factory
 from tf_compat import tf, slim
-from training import checkpoint_restore
+from checkpoints import restore
 from core.params import ConfigError
 
 LENET_VARIABLES = (
@@ -75,34 +75,34 @@ def _names(plan):
 def test_plan_excluding_the_new_logits_restores_every_other_variable(lenet10, graph):
   prefix, _ = lenet10
   variables = _build('lenet', 5)
-  plan = checkpoint_restore.plan_restore(prefix, variables, exclude_scopes=('LeNet/fc4',))
+  plan = restore.plan_fine_tuning(prefix, variables, exclude_scopes=('LeNet/fc4',))
   assert plan.checkpoint_file == prefix
   assert _names(plan) == sorted(set(LENET_VARIABLES) - set(FC4))
   # Restored under their own names (no name_map).
   assert all(ckpt_name == var.op.name for ckpt_name, var in plan.restored)
   assert sorted(plan.excluded) == sorted(FC4)
-  assert plan.missing == []
-  assert plan.mismatched == []
+  assert plan.missing == ()
+  assert plan.mismatched == ()
 
 
 def test_plan_exclude_scope_with_trailing_slash_is_the_same_scope(lenet10, graph):
   prefix, _ = lenet10
-  plan = checkpoint_restore.plan_restore(prefix, _build('lenet', 5),
+  plan = restore.plan_fine_tuning(prefix, _build('lenet', 5),
                                          exclude_scopes=('LeNet/fc4/',))
   assert sorted(plan.excluded) == sorted(FC4)
 
 
 def test_plan_same_model_restores_everything(lenet10, graph):
   prefix, _ = lenet10
-  plan = checkpoint_restore.plan_restore(prefix, _build('lenet', 10))
+  plan = restore.plan_fine_tuning(prefix, _build('lenet', 10))
   assert _names(plan) == sorted(LENET_VARIABLES)
-  assert plan.excluded == [] and plan.missing == [] and plan.mismatched == []
+  assert plan.excluded == () and plan.missing == () and plan.mismatched == ()
 
 
 def test_unexcluded_shape_mismatch_names_variable_and_flag(lenet10, graph):
   prefix, _ = lenet10
   with pytest.raises(ConfigError) as error:
-    checkpoint_restore.plan_restore(prefix, _build('lenet', 5))
+    restore.plan_fine_tuning(prefix, _build('lenet', 5))
   message = str(error.value)
   assert 'LeNet/fc4/weights' in message
   assert '--checkpoint_exclude_scopes' in message
@@ -114,7 +114,7 @@ def test_unexcluded_shape_mismatch_names_variable_and_flag(lenet10, graph):
 def test_exclude_scope_with_a_typo_is_an_error_naming_it(lenet10, graph):
   prefix, _ = lenet10
   with pytest.raises(ConfigError) as error:
-    checkpoint_restore.plan_restore(prefix, _build('lenet', 5),
+    restore.plan_fine_tuning(prefix, _build('lenet', 5),
                                     exclude_scopes=('LeNet/fc44',))
   assert "'LeNet/fc44'" in str(error.value)
   assert 'checkpoint_exclude_scopes' in str(error.value)
@@ -124,7 +124,7 @@ def test_exclude_scope_is_a_whole_scope_not_a_name_prefix(lenet10, graph):
   """'LeNet/fc' must not silently exclude LeNet/fc3 and LeNet/fc4."""
   prefix, _ = lenet10
   with pytest.raises(ConfigError, match='LeNet/fc'):
-    checkpoint_restore.plan_restore(prefix, _build('lenet', 10),
+    restore.plan_fine_tuning(prefix, _build('lenet', 10),
                                     exclude_scopes=('LeNet/fc',))
 
 
@@ -136,11 +136,11 @@ def test_variables_missing_from_checkpoint_raise_unless_ignored(tmp_path, graph)
   prefix = _write_checkpoint(str(tmp_path / 'partial.ckpt'), values)
   variables = _build('lenet', 10)
   with pytest.raises(ConfigError) as error:
-    checkpoint_restore.plan_restore(prefix, variables)
+    restore.plan_fine_tuning(prefix, variables)
   assert 'LeNet/fc4/biases' in str(error.value)
   assert '--ignore_missing_vars' in str(error.value)
-  plan = checkpoint_restore.plan_restore(prefix, variables, ignore_missing_vars=True)
-  assert plan.missing == ['LeNet/fc4/biases']
+  plan = restore.plan_fine_tuning(prefix, variables, ignore_missing_vars=True)
+  assert plan.missing == ('LeNet/fc4/biases',)
   assert _names(plan) == sorted(set(LENET_VARIABLES) - {'LeNet/fc4/biases'})
 
 
@@ -148,14 +148,14 @@ def test_batch_norm_model_from_checkpoint_without_batch_norm(lenet10, graph):
   prefix, _ = lenet10
   variables = _build('lenet', 10, use_batch_norm=True)
   with pytest.raises(ConfigError, match='BatchNorm'):
-    checkpoint_restore.plan_restore(prefix, variables)
-  plan = checkpoint_restore.plan_restore(prefix, variables, ignore_missing_vars=True)
+    restore.plan_fine_tuning(prefix, variables)
+  plan = restore.plan_fine_tuning(prefix, variables, ignore_missing_vars=True)
   assert sorted(plan.missing) == sorted(BATCH_NORM_VARIABLES)
   # The layers with batch norm have no biases; every weight is restored.
   assert _names(plan) == sorted(['LeNet/conv1/weights', 'LeNet/conv2/weights',
                                  'LeNet/fc3/weights', 'LeNet/fc4/weights',
                                  'LeNet/fc4/biases'])
-  assert plan.mismatched == []
+  assert plan.mismatched == ()
 
 
 def test_checkpoint_of_another_model_is_an_error(tmp_path, graph):
@@ -164,9 +164,9 @@ def test_checkpoint_of_another_model_is_an_error(tmp_path, graph):
   prefix = _write_checkpoint(str(tmp_path / 'cifarnet.ckpt'), values)
   variables = _build('lenet', 10)
   with pytest.raises(ConfigError, match='LeNet/'):
-    checkpoint_restore.plan_restore(prefix, variables)
+    restore.plan_fine_tuning(prefix, variables)
   with pytest.raises(ConfigError, match='no model variable would be restored'):
-    checkpoint_restore.plan_restore(prefix, variables, ignore_missing_vars=True)
+    restore.plan_fine_tuning(prefix, variables, ignore_missing_vars=True)
 
 
 def test_name_map_restores_a_checkpoint_with_another_scope(lenet10, tmp_path, graph):
@@ -176,11 +176,11 @@ def test_name_map_restores_a_checkpoint_with_another_scope(lenet10, tmp_path, gr
                              {'RGB/' + name: value for name, value in values.items()})
   variables = _build('lenet', 10)
   with pytest.raises(ConfigError):
-    checkpoint_restore.plan_restore(prefix, variables)
-  plan = checkpoint_restore.plan_restore(prefix, variables, name_map=lambda n: 'RGB/' + n)
+    restore.plan_fine_tuning(prefix, variables)
+  plan = restore.plan_fine_tuning(prefix, variables, name_map=lambda n: 'RGB/' + n)
   assert sorted(ckpt for ckpt, _ in plan.restored) == sorted('RGB/' + n
                                                             for n in LENET_VARIABLES)
-  init_fn = checkpoint_restore.make_init_fn(plan)
+  init_fn = restore.make_init_fn(plan)
   with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
     init_fn(sess)
@@ -194,8 +194,8 @@ def test_name_map_restores_a_checkpoint_with_another_scope(lenet10, tmp_path, gr
 def test_init_fn_restores_written_values_and_leaves_excluded_alone(lenet10, graph):
   prefix, values = lenet10
   variables = _build('lenet', 5)
-  plan = checkpoint_restore.plan_restore(prefix, variables, exclude_scopes=('LeNet/fc4',))
-  init_fn = checkpoint_restore.make_init_fn(plan)
+  plan = restore.plan_fine_tuning(prefix, variables, exclude_scopes=('LeNet/fc4',))
+  init_fn = restore.make_init_fn(plan)
   by_name = {v.op.name: v for v in variables}
   sentinel = {name: np.full(by_name[name].get_shape().as_list(), 7.0, np.float32)
               for name in FC4}
@@ -224,8 +224,8 @@ def test_init_fn_restores_written_values_and_leaves_excluded_alone(lenet10, grap
 def test_init_fn_leaves_missing_batch_norm_variables_at_initial_values(lenet10, graph):
   prefix, values = lenet10
   variables = _build('lenet', 10, use_batch_norm=True)
-  plan = checkpoint_restore.plan_restore(prefix, variables, ignore_missing_vars=True)
-  init_fn = checkpoint_restore.make_init_fn(plan)
+  plan = restore.plan_fine_tuning(prefix, variables, ignore_missing_vars=True)
+  init_fn = restore.make_init_fn(plan)
   by_name = {v.op.name: v for v in variables}
   with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
@@ -243,62 +243,59 @@ def test_init_fn_leaves_missing_batch_norm_variables_at_initial_values(lenet10, 
 
 def test_log_restore_report_runs(lenet10, graph):
   prefix, _ = lenet10
-  plan = checkpoint_restore.plan_restore(prefix, _build('lenet', 5),
+  plan = restore.plan_fine_tuning(prefix, _build('lenet', 5),
                                          exclude_scopes=('LeNet/fc4',))
-  checkpoint_restore.log_restore_report(plan)
+  restore.log_restore_report(plan)
 
 
-# ----------------------------------------------------------------------------- resolve
+# ------------------------------------------------------------------------- inference
 
 
-def test_resolve_checkpoint_accepts_a_prefix(lenet10):
+def _fit(num_classes=10, channels=1):
+  return restore.ModelFit(model_name='lenet', num_classes=num_classes, channels=channels,
+                          data_flag='dataset_dir=/data/digits')
+
+
+def test_inference_plan_restores_every_variable_and_reads_the_step(lenet10, graph):
   prefix, _ = lenet10
-  assert checkpoint_restore.resolve_checkpoint(prefix) == prefix
+  plan = restore.plan_inference(prefix, _build('lenet', 10), _fit())
+  assert _names(plan) == sorted(LENET_VARIABLES)
+  assert plan.global_step == 7 and not plan.moving_averages
 
 
-def test_resolve_checkpoint_of_a_directory_is_its_latest(tmp_path):
-  values = {'v': np.arange(3, dtype=np.float32)}
-  _write_checkpoint(str(tmp_path / 'model.ckpt'), values, global_step=1)
-  latest = _write_checkpoint(str(tmp_path / 'model.ckpt'), values, global_step=12)
-  assert latest.endswith('model.ckpt-12')
-  resolved = checkpoint_restore.resolve_checkpoint(str(tmp_path))
-  assert os.path.abspath(resolved) == os.path.abspath(latest)
+def test_inference_plan_takes_moving_averages_where_the_checkpoint_has_them(tmp_path, graph):
+  variables = _build('lenet', 10)
+  values = _random_values(variables, seed=2)
+  shadows = {name + restore.EMA_SUFFIX: value + 1 for name, value in values.items()
+             if name.endswith('weights')}
+  prefix = _write_checkpoint(str(tmp_path / 'model.ckpt'), dict(values, **shadows), 3)
+  for mode in ('auto', 'true'):
+    plan = restore.plan_inference(prefix, variables, _fit(), moving_averages=mode)
+    assert plan.moving_averages
+    assert {n for n in plan.var_list if n.endswith(restore.EMA_SUFFIX)} == set(shadows)
+  plan = restore.plan_inference(prefix, variables, _fit(), moving_averages='false')
+  assert sorted(plan.var_list) == sorted(values)
 
 
-def test_resolve_checkpoint_missing_path_is_a_config_error(tmp_path):
-  missing = str(tmp_path / 'nope' / 'model.ckpt-5')
-  with pytest.raises(ConfigError) as error:
-    checkpoint_restore.resolve_checkpoint(missing)
-  assert missing in str(error.value) and '--checkpoint_path' in str(error.value)
-  with pytest.raises(ConfigError, match='--other_flag'):
-    checkpoint_restore.resolve_checkpoint(missing, flag='other_flag')
+def test_inference_plan_refuses_true_without_moving_averages(lenet10, graph):
+  with pytest.raises(ConfigError, match='holds no moving averages'):
+    restore.plan_inference(lenet10[0], _build('lenet', 10), _fit(), moving_averages='true')
 
 
-def test_resolve_checkpoint_empty_directory_is_a_config_error(tmp_path):
-  with pytest.raises(ConfigError, match='holds no checkpoint'):
-    checkpoint_restore.resolve_checkpoint(str(tmp_path))
+def test_inference_plan_names_another_class_count(lenet10, graph):
+  with pytest.raises(ConfigError, match=r'was trained for 10 classes, but '
+                                        r'--dataset_dir=/data/digits has 5$'):
+    restore.plan_inference(lenet10[0], _build('lenet', 5), _fit(num_classes=5))
 
 
-@pytest.mark.parametrize('suffix', ['.index', '.data-00000-of-00001'])
-def test_resolve_checkpoint_given_a_checkpoint_file_gives_its_prefix(lenet10, suffix):
-  """Users often pass model.ckpt-N.index (or .data-...); the prefix is meant.
-
-  Either that file is resolved to its prefix, or it is refused with a ConfigError; it
-  must not reach the checkpoint reader as a "prefix" (a DataLossError traceback for
-  .data, "no model variable would be restored" for .index).
-  """
-  prefix, _ = lenet10
-  try:
-    resolved = checkpoint_restore.resolve_checkpoint(prefix + suffix)
-  except ConfigError:
-    return
-  assert resolved == prefix
+def test_inference_plan_names_another_model(lenet10, graph):
+  with pytest.raises(ConfigError, match='is not a --model_name=lenet checkpoint'):
+    restore.plan_inference(lenet10[0], _build('cifarnet', 10), _fit(channels=3))
 
 
-def test_train_dir_checkpoint(tmp_path):
-  assert checkpoint_restore.train_dir_checkpoint(None) is None
-  assert checkpoint_restore.train_dir_checkpoint(str(tmp_path / 'absent')) is None
-  assert checkpoint_restore.train_dir_checkpoint(str(tmp_path)) is None
-  latest = _write_checkpoint(str(tmp_path / 'model.ckpt'), {'v': np.zeros(2, np.float32)},
-                             global_step=4)
-  assert checkpoint_restore.train_dir_checkpoint(str(tmp_path)) == latest
+def test_an_unreadable_checkpoint_is_a_config_error_naming_the_flag(tmp_path, graph):
+  damaged = tmp_path / 'model.ckpt-1'
+  (tmp_path / 'model.ckpt-1.index').write_bytes(b'not an index')
+  with pytest.raises(ConfigError, match='--flow_checkpoint_path=.*not a readable'):
+    restore.plan_inference(str(damaged), _build('lenet', 10), _fit(),
+                           flag='flow_checkpoint_path')

@@ -3,9 +3,8 @@
     for checkpoint in watch_checkpoints(train_dir, last_step=1000, timeout=1800):
       evaluate(checkpoint)
 
-Which checkpoints exist comes from the `checkpoint` state file, which tf.train.Saver
-rewrites (atomically) only after a checkpoint's data and index files are in place; a
-listed checkpoint is still handed out only once its `.index` and every
+Which checkpoints exist comes from the `checkpoint` state file (`paths`); a listed
+checkpoint is still handed out only once its `.index` and every
 `.data-0000i-of-0000N` shard exist and the index can be read, so a checkpoint being
 written (or one copied in by hand) is never read half-written. Checkpoints are handed out
 in step order, older ones too (a slow evaluation falls behind but skips nothing), unless
@@ -21,57 +20,16 @@ The watch ends
 
 import json
 import os
-import re
 import time
 
 from absl import logging
 
+from checkpoints.paths import checkpoint_step, is_complete, listed_checkpoints
 from tf_compat import tf
 
-__all__ = ['TRAINING_DONE_FILE', 'checkpoint_step', 'is_complete', 'listed_checkpoints',
-           'watch_checkpoints']
+__all__ = ['TRAINING_DONE_FILE', 'watch_checkpoints']
 
 TRAINING_DONE_FILE = 'training_done.json'
-_STEP = re.compile(r'-(\d+)$')
-
-
-def checkpoint_step(prefix):
-  """The global step in a checkpoint prefix `.../model.ckpt-N`, or None."""
-  match = _STEP.search(prefix)
-  return int(match.group(1)) if match else None
-
-
-def is_complete(prefix):
-  """True when the index and every data shard of checkpoint `prefix` exist and read."""
-  index = prefix + '.index'
-  if not tf.io.gfile.exists(index):
-    return False
-  shards = tf.io.gfile.glob(prefix + '.data-?????-of-?????')
-  if not shards:
-    return False
-  count = int(shards[0].rsplit('-of-', 1)[1])
-  if len(shards) != count:
-    return False
-  try:
-    tf.train.NewCheckpointReader(prefix)
-  except (tf.errors.OpError, ValueError):  # Truncated or still being renamed into place.
-    return False
-  return True
-
-
-def listed_checkpoints(train_dir):
-  """Checkpoint prefixes the state file lists, oldest first; [] before the first save."""
-  try:
-    state = tf.train.get_checkpoint_state(train_dir)
-  except (tf.errors.OpError, ValueError):  # State file being replaced, or unparsable.
-    return []
-  if state is None:
-    return []
-  paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-  if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-    paths.append(state.model_checkpoint_path)
-  paths = [p if os.path.isabs(p) else os.path.join(train_dir, p) for p in paths if p]
-  return sorted(paths, key=lambda p: (checkpoint_step(p) is None, checkpoint_step(p) or 0))
 
 
 def _done_step(train_dir):
