@@ -1,4 +1,4 @@
-"""Evaluates a checkpoint (a file, or the latest in a directory) on a dataset split.
+r"""Evaluates a checkpoint (a file, or the latest in a directory) on a dataset split.
 
 Images (slim's eval_image_classifier; prints Accuracy and Recall@5):
 

@@ -1,4 +1,4 @@
-"""Exports a trained video classifier as a SavedModel, with labels.txt beside it.
+r"""Exports a trained video classifier as a SavedModel, with labels.txt beside it.
 
     python export.py --checkpoint_path=runs/ucf101_rgb_s1 --model_name=i3d \
         --dataset_dir=data/ucf101_rgb_s1 --export_dir=models/ucf101_rgb_s1

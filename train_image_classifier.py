@@ -1,4 +1,4 @@
-"""Trains a classifier on one machine (clones) or many (replicas), TF-Slim style.
+r"""Trains a classifier on one machine (clones) or many (replicas), TF-Slim style.
 
     python train_image_classifier.py --dataset_name=digits --dataset_dir=DIR \
         --model_name=lenet --train_dir=DIR --num_clones=2 --clone_on_cpu

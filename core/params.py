@@ -16,6 +16,8 @@ import typing
 
 from absl import flags
 
+from core import flag_help
+
 __all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'parse_flags',
            'reject_positional_arguments']
 
@@ -37,27 +39,36 @@ def _unwrap_optional(annotation):
   return annotation
 
 
-def _define_one(name, annotation, default, help_text, flag_values):
+_GROUP_ORDER = []  # Group labels of the configs defined, in order, for --help.
+
+
+def _define_one(name, annotation, default, help_text, flag_values, module_name):
   kind = _unwrap_optional(annotation)
   if typing.get_origin(kind) is tuple:
     item = typing.get_args(kind)[0]
     text = ','.join(str(v) for v in default) if default else None
     flags.DEFINE_list(name, text, '%s (comma-separated %s)' % (help_text, item.__name__),
-                      flag_values=flag_values)
+                      flag_values=flag_values, module_name=module_name)
     return
   definers = {str: flags.DEFINE_string, int: flags.DEFINE_integer,
               float: flags.DEFINE_float, bool: flags.DEFINE_bool}
   if kind not in definers:
     raise TypeError('field %s: unsupported type %r' % (name, annotation))
-  definers[kind](name, default, help_text, flag_values=flag_values)
+  definers[kind](name, default, help_text, flag_values=flag_values,
+                 module_name=module_name)
 
 
 def define_flags(config_class, flag_values=flags.FLAGS):
-  """Defines one absl flag per field of `config_class`."""
+  """Defines one absl flag per field of `config_class`, grouped for --help as the
+  class's `# Group.` comments group its fields."""
   hints = typing.get_type_hints(config_class)
+  groups = flag_help.field_groups(config_class)
   for field in dataclasses.fields(config_class):
+    label = flag_help.group_label(groups.get(field.name, 'General'))
+    if label not in _GROUP_ORDER:
+      _GROUP_ORDER.append(label)
     _define_one(field.name, hints[field.name], field.default, field.metadata['help'],
-                flag_values)
+                flag_values, label)
 
 
 def _convert_list(name, values, item_type):
@@ -83,7 +94,14 @@ def config_from_flags(config_class, flag_values=flags.FLAGS):
 
 
 def parse_flags(argv):
-  """absl `flags_parser` that reports a bad flag in one line and exits with status 2."""
+  """absl `flags_parser`: a bad flag is one line and exit status 2; --help (or -h,
+  --helpshort) prints the entry's own flags by group, --helpfull every flag; both exit 0.
+  """
+  before_separator = argv[1:argv.index('--')] if '--' in argv else argv[1:]
+  modes = [flag_help.HELP_FLAGS[a] for a in before_separator if a in flag_help.HELP_FLAGS]
+  if modes:
+    sys.stdout.write(flag_help.help_text(max(modes), flags.FLAGS, _GROUP_ORDER))
+    sys.exit(0)
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:

@@ -1,4 +1,4 @@
-"""Starts a whole parameter-server cluster on this host, one process per task.
+r"""Starts a whole parameter-server cluster on this host, one process per task.
 
     python -m deployment.launch_local --num_ps=1 --num_workers=2 -- \
         --dataset_name=digits --dataset_dir=DIR --model_name=lenet --train_dir=DIR \

@@ -1,0 +1,66 @@
+"""Every entry point's --help lists its own flags, by its config's groups, and exits 0."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core import flag_help
+from datasets.convert_videos import VideoConversion
+from evaluation.config import EvalConfig
+from nets.inflate import InflateConfig
+from serving.export_model import ExportConfig
+from serving.predict_video import PredictConfig
+from training.config import TrainConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+ENTRIES = [
+    (['train_image_classifier.py'], TrainConfig),
+    (['eval.py'], EvalConfig),
+    (['export.py'], ExportConfig),
+    (['predict.py'], PredictConfig),
+    (['-m', 'datasets.convert_videos'], VideoConversion),
+    (['-m', 'nets.inflate'], InflateConfig),
+]
+
+
+def _flag_names(config_class):
+  return [field.name for field in dataclasses.fields(config_class)]
+
+
+@pytest.mark.parametrize('entry, config_class', ENTRIES,
+                         ids=[entry[-1] for entry, _ in ENTRIES])
+def test_help_lists_every_flag_of_the_entry_by_group(entry, config_class):
+  result = subprocess.run([sys.executable] + entry + ['--help'], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=120)
+  assert result.returncode == 0, result.stderr
+  text = result.stdout
+  for name in _flag_names(config_class):
+    assert ('--%s:' % name in text or '--[no]%s:' % name in text), name
+  groups = set(flag_help.field_groups(config_class).values())
+  for group in groups:
+    assert flag_help.group_label(group) + ':' in text, group
+  assert '--helpfull' in text
+  assert 'absl.logging' not in text  # Only --helpfull lists everyone's flags.
+
+
+def test_helpfull_keeps_the_groups_and_adds_the_libraries_flags():
+  result = subprocess.run([sys.executable, 'train_image_classifier.py', '--helpfull'],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr
+  assert 'Optimizer flags:' in result.stdout and 'Cluster flags:' in result.stdout
+  assert 'absl.logging:' in result.stdout
+
+
+def test_field_groups_follow_the_group_comments():
+  groups = flag_help.field_groups(TrainConfig)
+  assert groups['num_clones'] == 'Deployment'
+  assert groups['optimizer'] == 'Optimizer'
+  assert groups['learning_rate'] == 'Learning rate'
+  assert groups['ps_hosts'] == 'Cluster'
+  assert set(groups) == set(_flag_names(TrainConfig))
