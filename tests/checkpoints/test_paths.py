@@ -7,16 +7,7 @@ import pytest
 
 from checkpoints import paths
 from core.params import ConfigError
-from tf_compat import tf
-
-
-def _write_checkpoint(prefix, values, global_step=None):
-  with tf.Graph().as_default():
-    variables = {name: tf.Variable(value, name=name) for name, value in values.items()}
-    saver = tf.train.Saver(variables)
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      return saver.save(sess, prefix, global_step=global_step, write_meta_graph=False)
+from tests import video_testdata as vt
 
 
 @pytest.fixture(scope='module')
@@ -24,7 +15,7 @@ def lenet10(tmp_path_factory):
   """(prefix, values) of a small checkpoint (the name is kept from the restore tests)."""
   values = {'v': np.arange(4, dtype=np.float32)}
   directory = tmp_path_factory.mktemp('ckpt')
-  return _write_checkpoint(str(directory / 'model.ckpt'), values, global_step=7), values
+  return vt.write_checkpoint(str(directory / 'model.ckpt-7'), values), values
 
 
 def test_checkpoint_step_is_the_prefix_number():
@@ -39,8 +30,8 @@ def test_resolve_checkpoint_accepts_a_prefix(lenet10):
 
 def test_resolve_checkpoint_of_a_directory_is_its_latest(tmp_path):
   values = {'v': np.arange(3, dtype=np.float32)}
-  _write_checkpoint(str(tmp_path / 'model.ckpt'), values, global_step=1)
-  latest = _write_checkpoint(str(tmp_path / 'model.ckpt'), values, global_step=12)
+  vt.write_checkpoint(str(tmp_path / 'model.ckpt-1'), values)
+  latest = vt.write_checkpoint(str(tmp_path / 'model.ckpt-12'), values)
   assert latest.endswith('model.ckpt-12')
   resolved = paths.resolve_checkpoint(str(tmp_path))
   assert os.path.abspath(resolved) == os.path.abspath(latest)
@@ -80,6 +71,5 @@ def test_train_dir_checkpoint(tmp_path):
   assert paths.latest_checkpoint(None) is None
   assert paths.latest_checkpoint(str(tmp_path / 'absent')) is None
   assert paths.latest_checkpoint(str(tmp_path)) is None
-  latest = _write_checkpoint(str(tmp_path / 'model.ckpt'), {'v': np.zeros(2, np.float32)},
-                             global_step=4)
+  latest = vt.write_checkpoint(str(tmp_path / 'model.ckpt-4'), {'v': np.zeros(2, np.float32)})
   assert paths.latest_checkpoint(str(tmp_path)) == latest
