@@ -27,10 +27,13 @@ class DatasetEntry:
     convert: (output_dir, *, image_dir, num_shards, test_fraction, seed) -> ConversionResult;
       rejects the arguments it has no use for. Video datasets refuse it: they are converted
       by `python -m datasets.convert_videos`.
+    convert_command: (dataset_dir) -> the command line that converts this dataset into
+      dataset_dir, for every "not converted yet" message.
   """
   name: str
   get_split: Callable
   convert: Callable
+  convert_command: Callable
 
 
 # Conversion defaults, shared with the convert_images CLI. The digits split is fixed and
@@ -42,11 +45,12 @@ DEFAULT_SEED = 0
 _REGISTRY = {}
 
 
-def register_dataset(name, get_split, convert):
+def register_dataset(name, get_split, convert, convert_command):
   """Adds a dataset name; a name registered twice raises ValueError."""
   if name in _REGISTRY:
     raise ValueError('dataset %r is already registered' % name)
-  _REGISTRY[name] = DatasetEntry(name=name, get_split=get_split, convert=convert)
+  _REGISTRY[name] = DatasetEntry(name=name, get_split=get_split, convert=convert,
+                                 convert_command=convert_command)
 
 
 def list_datasets():
@@ -102,8 +106,12 @@ def _video_converter(name):
   return convert
 
 
-register_dataset(digits.NAME, digits.get_split, _convert_digits)
-register_dataset(image_folder.NAME, image_folder.get_split, _convert_image_folder)
-register_dataset(ucf101.NAME, ucf101.get_split, _video_converter(ucf101.NAME))
-register_dataset(hmdb51.NAME, hmdb51.get_split, _video_converter(hmdb51.NAME))
-register_dataset(video_folder.NAME, video_folder.get_split, _video_converter(video_folder.NAME))
+register_dataset(digits.NAME, digits.get_split, _convert_digits, digits.convert_command)
+register_dataset(image_folder.NAME, image_folder.get_split, _convert_image_folder,
+                 image_folder.convert_command)
+register_dataset(ucf101.NAME, ucf101.get_split, _video_converter(ucf101.NAME),
+                 ucf101.convert_command)
+register_dataset(hmdb51.NAME, hmdb51.get_split, _video_converter(hmdb51.NAME),
+                 hmdb51.convert_command)
+register_dataset(video_folder.NAME, video_folder.get_split,
+                 _video_converter(video_folder.NAME), video_folder.convert_command)

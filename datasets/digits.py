@@ -24,6 +24,11 @@ ITEMS_TO_DESCRIPTIONS = {
 }
 
 
+def convert_command(dataset_dir):
+  """The command that converts this dataset into `dataset_dir` (for error messages)."""
+  return converted_data.convert_command(NAME, dataset_dir)
+
+
 def get_split(split_name, dataset_dir):
   """Describes one split of converted digits data in `dataset_dir`.
 
@@ -34,7 +39,7 @@ def get_split(split_name, dataset_dir):
   if split_name not in SPLITS_TO_SIZES:
     raise DatasetError('split_name %r is not a digits split; valid splits: %s'
                        % (split_name, ', '.join(sorted(SPLITS_TO_SIZES))))
-  command = converted_data.convert_command(NAME, dataset_dir)
+  command = convert_command(dataset_dir)
   split = converted_data.load_split(NAME, split_name, dataset_dir, command)
   found = (split.num_samples, split.num_classes, split.num_channels)
   expected = (SPLITS_TO_SIZES[split_name], NUM_CLASSES, NUM_CHANNELS)

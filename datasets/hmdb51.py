@@ -22,6 +22,14 @@ ITEMS_TO_DESCRIPTIONS = {
 }
 
 
+def convert_command(dataset_dir):
+  """The command that converts this dataset into `dataset_dir` (for error messages)."""
+  return converted_data.convert_command(
+      NAME, dataset_dir,
+      ['--video_dir=<hmdb51 tree>', '--splits_dir=<testTrainMulti_7030_splits>'],
+      module='datasets.convert_videos')
+
+
 def get_split(split_name, dataset_dir):
   """Describes one split of converted HMDB51 clips in `dataset_dir`.
 
@@ -32,8 +40,5 @@ def get_split(split_name, dataset_dir):
   if split_name not in SPLIT_NAMES:
     raise DatasetError('split_name %r is not an hmdb51 split; valid splits: %s'
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = converted_data.convert_command(
-      NAME, dataset_dir,
-      ['--video_dir=<hmdb51 tree>', '--splits_dir=<testTrainMulti_7030_splits>'],
-      module='datasets.convert_videos')
+  command = convert_command(dataset_dir)
   return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)

@@ -19,6 +19,12 @@ ITEMS_TO_DESCRIPTIONS = {
 }
 
 
+def convert_command(dataset_dir):
+  """The command that converts this dataset into `dataset_dir` (for error messages)."""
+  return converted_data.convert_command(NAME, dataset_dir,
+                                         ['--image_dir=<class-folder tree>'])
+
+
 def get_split(split_name, dataset_dir):
   """Describes one split of a converted class-folder tree in `dataset_dir`.
 
@@ -28,6 +34,5 @@ def get_split(split_name, dataset_dir):
   if split_name not in SPLIT_NAMES:
     raise DatasetError('split_name %r is not an image_folder split; valid splits: %s'
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = converted_data.convert_command(NAME, dataset_dir,
-                                           ['--image_dir=<class-folder tree>'])
+  command = convert_command(dataset_dir)
   return converted_data.load_split(NAME, split_name, dataset_dir, command)

@@ -26,6 +26,13 @@ ITEMS_TO_DESCRIPTIONS = {
 }
 
 
+def convert_command(dataset_dir):
+  """The command that converts this dataset into `dataset_dir` (for error messages)."""
+  return converted_data.convert_command(
+      NAME, dataset_dir, ['--video_dir=<UCF-101 tree>', '--splits_dir=<ucfTrainTestlist>'],
+      module='datasets.convert_videos')
+
+
 def get_split(split_name, dataset_dir):
   """Describes one split of converted UCF101 clips in `dataset_dir`.
 
@@ -36,7 +43,5 @@ def get_split(split_name, dataset_dir):
   if split_name not in SPLIT_NAMES:
     raise DatasetError('split_name %r is not a ucf101 split; valid splits: %s'
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = converted_data.convert_command(
-      NAME, dataset_dir, ['--video_dir=<UCF-101 tree>', '--splits_dir=<ucfTrainTestlist>'],
-      module='datasets.convert_videos')
+  command = convert_command(dataset_dir)
   return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)

@@ -22,6 +22,13 @@ ITEMS_TO_DESCRIPTIONS = {
 }
 
 
+def convert_command(dataset_dir):
+  """The command that converts this dataset into `dataset_dir` (for error messages)."""
+  return converted_data.convert_command(NAME, dataset_dir,
+                                         ['--video_dir=<class-folder tree>'],
+                                         module='datasets.convert_videos')
+
+
 def get_split(split_name, dataset_dir):
   """Describes one split of a converted class-folder tree of videos in `dataset_dir`.
 
@@ -32,7 +39,5 @@ def get_split(split_name, dataset_dir):
   if split_name not in SPLIT_NAMES:
     raise DatasetError('split_name %r is not a video_folder split; valid splits: %s'
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = converted_data.convert_command(NAME, dataset_dir,
-                                           ['--video_dir=<class-folder tree>'],
-                                           module='datasets.convert_videos')
+  command = convert_command(dataset_dir)
   return converted_data.load_video_split(NAME, split_name, dataset_dir, command)

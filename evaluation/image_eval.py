@@ -12,13 +12,12 @@ import os
 from absl import logging
 
 from checkpoints import restore
-from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError
-from datasets import dataset_factory, image_input
-from evaluation.config import DEFAULT_IMAGE_BATCH, EvalConfig
+from datasets import image_input
+from evaluation.config import EvalConfig
+from evaluation.setup import check_eval_config
 from nets import nets_factory
 from tf_compat import tf
-from training.setup import lookup_dataset_split
 
 __all__ = ['EvalConfig', 'EvalResult', 'evaluate']
 
@@ -26,30 +25,7 @@ EvalResult = collections.namedtuple(
     'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint'])
 
 
-def _check(config):
-  """Checks config and looks up the dataset split and checkpoint; raises ConfigError."""
-  for flag in ('checkpoint_path', 'dataset_name', 'dataset_dir', 'model_name'):
-    if not getattr(config, flag):
-      raise ConfigError('--%s is required' % flag)
-  if config.batch_size is not None and config.batch_size < 1:
-    raise ConfigError('--batch_size=%d must be >= 1' % config.batch_size)
-  if config.eval_image_size is not None and config.eval_image_size < 1:
-    raise ConfigError('--eval_image_size=%d must be >= 1' % config.eval_image_size)
-  if config.max_num_batches is not None and config.max_num_batches < 1:
-    raise ConfigError('--max_num_batches=%d must be >= 1 (or unset for the whole split)'
-                      % config.max_num_batches)
-  if config.model_name not in nets_factory.list_networks():
-    raise ConfigError('--model_name=%s is not a known network; valid: %s'
-                      % (config.model_name, ', '.join(nets_factory.list_networks())))
-  if config.dataset_name not in dataset_factory.list_datasets():
-    raise ConfigError('--dataset_name=%s is not a known dataset; valid: %s'
-                      % (config.dataset_name, ', '.join(dataset_factory.list_datasets())))
-  split = lookup_dataset_split(config.dataset_name, config.dataset_split_name,
-                               config.dataset_dir)
-  return split, resolve_checkpoint(config.checkpoint_path)
-
-
-def _build_graph(config, split):
+def _build_graph(config, setup, split):
   """Returns (update ops, metric values dict, batch size tensor)."""
   spec = nets_factory.get_network_spec(config.model_name)
   image_size = (spec.default_image_size if config.eval_image_size is None
@@ -62,7 +38,7 @@ def _build_graph(config, split):
       is_training=False, **kwargs)
   with tf.device('/device:CPU:0'):
     dataset = image_input.build_image_dataset(
-        split, batch_size=config.batch_size or DEFAULT_IMAGE_BATCH, image_size=image_size,
+        split, batch_size=setup.batch_size, image_size=image_size,
         preprocessing_name=config.preprocessing_name or spec.preprocessing_name,
         is_training=False, num_readers=1,
         num_preprocessing_threads=config.num_preprocessing_threads, num_epochs=1,
@@ -100,11 +76,14 @@ def _write_summaries(eval_dir, metrics, global_step):
   writer.close()
 
 
-def evaluate(config):
-  """Evaluates config.checkpoint_path on the split; returns an EvalResult."""
-  split, checkpoint = _check(config)
+def evaluate(config, setup=None, checkpoint=None):
+  """Evaluates `checkpoint` (default: config.checkpoint_path's) on the split; returns an
+  EvalResult. `setup` is check_eval_config's (made here when not given)."""
+  setup = setup or check_eval_config(config)
+  split = setup.streams[0].split
+  checkpoint = checkpoint or setup.streams[0].checkpoint
   with tf.Graph().as_default():
-    updates, values, batch = _build_graph(config, split)
+    updates, values, batch = _build_graph(config, setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master) as sess:

@@ -39,7 +39,7 @@ class VideoRun:
 def evaluate_checkpoint(config, setup, checkpoints):
   """Evaluates one checkpoint per stream (images: one); VideoRun or image EvalResult."""
   if not setup.is_video:
-    return evaluate_images(dataclasses.replace(config, checkpoint_path=checkpoints[0]))
+    return evaluate_images(config, setup, checkpoints[0])
   result = evaluate_videos(config, setup, checkpoints)
   path = None
   if config.eval_dir:

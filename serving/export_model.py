@@ -35,7 +35,8 @@ from checkpoints import restore
 from checkpoints.paths import resolve_checkpoint
 from checkpoints.restore import MOVING_AVERAGE_MODES
 from datasets import converted_data
-from evaluation.setup import resolve_sampling
+from resolve import names
+from resolve.sampling import resolve_sampling
 from nets import nets_factory
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
@@ -102,12 +103,9 @@ def _read_records_info(dataset_dir):
 
 def _check(config):
   """-> (checkpoint prefix, records info, labels, settings, sampling). Raises ConfigError."""
-  for flag in ('checkpoint_path', 'model_name', 'export_dir'):
+  for flag in ('checkpoint_path', 'export_dir'):
     _require(getattr(config, flag), '--%s is required' % flag)
-  _require(config.model_name in nets_factory.list_networks(), '--model_name=%s is not a '
-           'known network; valid: %s' % (config.model_name,
-                                         ', '.join(nets_factory.list_networks())))
-  _require(nets_factory.get_network_spec(config.model_name).default_num_frames is not None,
+  _require(names.network_spec(config.model_name).default_num_frames is not None,
            '--model_name=%s is an image network; export.py exports video networks'
            % config.model_name)
   _require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s is '

@@ -8,7 +8,7 @@
      "decoding": {"short_side": 256, "fps": 0.0, "jpeg_quality": 90},
      "signature": "serving_default", "top_k": 5}
 
-`sampling` is evaluation's (evaluation.setup.Sampling), `decoding` the converter's
+`sampling` is evaluation's (resolve.sampling.Sampling), `decoding` the converter's
 settings of the records the model was evaluated on (datasets.convert_videos), so a video
 file is prepared for the model exactly as it was for evaluation.
 """

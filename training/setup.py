@@ -6,14 +6,13 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 """
 
 import dataclasses
-import os
 
-from datasets import dataset_factory, video_splits
+from checkpoints import paths, restore
+from core.params import ConfigError
 from deployment import model_deploy
 from nets import nets_factory
-from checkpoints import paths, restore
+from resolve import names
 from training import optimization
-from core.params import ConfigError
 
 __all__ = ['TrainSetup', 'check_train_config']
 
@@ -136,43 +135,10 @@ def _check_piecewise(boundaries, values):
            % ','.join(str(v) for v in values))
 
 
-def _named(kind, flag, name, list_fn):
-  _require(name, '--%s is required; valid: %s' % (flag, ', '.join(list_fn())))
-  _require(name in list_fn(), '--%s=%s is not a known %s; valid: %s'
-           % (flag, name, kind, ', '.join(list_fn())))
-
-
-def _lookup_dataset(config):
-  _named('dataset', 'dataset_name', config.dataset_name, dataset_factory.list_datasets)
-  return lookup_dataset_split(config.dataset_name, config.dataset_split_name,
-                              config.dataset_dir)
-
-
-def lookup_dataset_split(dataset_name, split_name, dataset_dir):
-  """get_dataset with its errors turned into one line naming the flag at fault."""
-  command = ('python -m datasets.convert_images --dataset_name=%s --output_dir=%s'
-             % (dataset_name, dataset_dir or 'DIR'))
-  _require(dataset_dir, '--dataset_dir is required: a directory written by ' + command)
-  _require(os.path.isdir(dataset_dir), '--dataset_dir=%s does not exist; create it with %s'
-           % (dataset_dir, command))
-  try:
-    return dataset_factory.get_dataset(dataset_name, split_name, dataset_dir)
-  except ValueError as error:
-    flag = ('dataset_split_name=%s' % split_name if 'split' in str(error).split(';')[0]
-            else 'dataset_dir=%s' % dataset_dir)
-    raise ConfigError('--%s: %s' % (flag, error)) from None
-
-
 def _check_input_kind(config, spec, dataset):
-  """Video data needs a video net and the reverse; -> frames per clip, or None for images."""
-  modality = getattr(dataset, 'modality', None)
-  video_nets = [name for name in nets_factory.list_networks()
-                if nets_factory.get_network_spec(name).default_num_frames]
-  if modality is None:
-    _require(spec.default_num_frames is None,
-             '--model_name=%s takes video clips but --dataset_name=%s holds images; use a '
-             'video dataset: %s' % (config.model_name, config.dataset_name,
-                                    ', '.join(video_splits.DATASET_NAMES)))
+  """Flags of the other modality are refused; -> frames per clip, or None for images."""
+  if names.check_network_takes(spec, config.model_name, config.dataset_name,
+                               dataset) == names.IMAGE:
     video_only = {'clip_frames': config.clip_frames is not None,
                   'repeat_first_frame': config.repeat_first_frame,
                   'norandom_flip': not config.random_flip}
@@ -180,10 +146,6 @@ def _check_input_kind(config, spec, dataset):
       _require(not is_set, '--%s is for video datasets; --dataset_name=%s holds images '
                '(their preprocessing decides flips)' % (flag, config.dataset_name))
     return None
-  _require(spec.default_num_frames is not None,
-           '--dataset_name=%s holds %s video clips but --model_name=%s is an image network; '
-           'use a video network: %s' % (config.dataset_name, modality, config.model_name,
-                                        ', '.join(video_nets)))
   _require(config.preprocessing_name is None, '--preprocessing_name=%s is for image '
            'datasets; video clips are cropped and scaled by datasets/clip_input.py'
            % config.preprocessing_name)
@@ -241,11 +203,12 @@ def check_train_config(config):
   _check_replicas(config)
   _check_optimizer(config)
   _check_learning_rate(config)
-  _named('network', 'model_name', config.model_name, nets_factory.list_networks)
-  spec = nets_factory.get_network_spec(config.model_name)
+  spec = names.network_spec(config.model_name)
   preprocessing_name = config.preprocessing_name or spec.preprocessing_name
   deploy_config = _deploy_config(config)
-  dataset = _lookup_dataset(config)
+  names.dataset_entry(config.dataset_name)
+  dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,
+                                config.dataset_dir)
   clip_frames = _check_input_kind(config, spec, dataset)
   _require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))

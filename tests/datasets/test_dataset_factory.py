@@ -53,4 +53,5 @@ def test_other_dataset_in_dir_is_reported(digits_dir):
 def test_duplicate_registration_is_refused():
   entry = dataset_factory.get_entry('digits')
   with pytest.raises(ValueError, match='already registered'):
-    dataset_factory.register_dataset('digits', entry.get_split, entry.convert)
+    dataset_factory.register_dataset('digits', entry.get_split, entry.convert,
+                                     entry.convert_command)

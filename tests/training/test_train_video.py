@@ -62,8 +62,8 @@ def test_image_setup_has_no_clips(digits_dir, tmp_path):
 
 @pytest.mark.parametrize('changes, message', [
     (dict(model_name='lenet', clip_frames=None, depth_multiplier=None),
-     '--dataset_name=video_folder holds rgb video clips but --model_name=lenet is an image '
-     'network; use a video network: i3d'),
+     '--model_name=lenet is an image network, but --dataset_name=video_folder holds rgb '
+     'videos; use a video network: i3d'),
     (dict(preprocessing_name='lenet'), '--preprocessing_name=lenet is for image datasets'),
     (dict(clip_frames=0), '--clip_frames=0 must be >= 1'),
     (dict(depth_multiplier=0.0), '--depth_multiplier=0.0 must be > 0'),
@@ -75,8 +75,9 @@ def test_video_rules(rgb_dir, tmp_path, changes, message):
 
 
 @pytest.mark.parametrize('changes, message', [
-    (dict(model_name='i3d'), '--model_name=i3d takes video clips but --dataset_name=digits '
-                             'holds images; use a video dataset: '),
+    (dict(model_name='i3d'), r'--model_name=i3d takes video clips, but --dataset_name=digits '
+                             r'holds images; use an image network \(.*lenet.*\) or a video '
+                             r'dataset \(hmdb51, ucf101, video_folder\)'),
     (dict(clip_frames=8), '--clip_frames is for video datasets'),
     (dict(repeat_first_frame=True), '--repeat_first_frame is for video datasets'),
     (dict(random_flip=False), '--norandom_flip is for video datasets'),

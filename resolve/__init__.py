@@ -1,0 +1,9 @@
+"""One resolver for train, eval, export and predict: the names a config gives (network,
+dataset, split, directory) turned into what they mean, with one wording for each mistake.
+
+`names` looks up a network spec and a dataset split (naming the convert command that fits
+the dataset when its records are missing) and decides once whether the data are images or
+video clips and that the network takes them; `sampling` says how evaluation and export
+cut a video into clips. Each entry's setup (`training.setup`, `evaluation.setup`) keeps only
+its own rules. Imports `nets`, `datasets` and `core`; nothing below imports it.
+"""

@@ -1,0 +1,88 @@
+"""Names to things: network specs, dataset splits, and the modality they share.
+
+Every function raises `ConfigError` with one line naming the flag, the value and what
+would be accepted.
+"""
+
+import os
+
+from core.params import ConfigError
+from datasets import dataset_factory, video_splits
+from nets import nets_factory
+
+__all__ = ['IMAGE', 'VIDEO', 'network_spec', 'dataset_entry', 'convert_command',
+           'dataset_split', 'modality', 'check_network_takes']
+
+IMAGE, VIDEO = 'image', 'video'
+
+
+def _require(condition, message):
+  if not condition:
+    raise ConfigError(message)
+
+
+def network_spec(model_name, flag='model_name'):
+  """The registered network `model_name`."""
+  valid = ', '.join(nets_factory.list_networks())
+  _require(model_name, '--%s is required; valid: %s' % (flag, valid))
+  _require(model_name in nets_factory.list_networks(), '--%s=%s is not a known network; '
+           'valid: %s' % (flag, model_name, valid))
+  return nets_factory.get_network_spec(model_name)
+
+
+def dataset_entry(dataset_name, flag='dataset_name'):
+  """The registry entry of `dataset_name`."""
+  valid = ', '.join(dataset_factory.list_datasets())
+  _require(dataset_name, '--%s is required; valid: %s' % (flag, valid))
+  _require(dataset_name in dataset_factory.list_datasets(), '--%s=%s is not a known '
+           'dataset; valid: %s' % (flag, dataset_name, valid))
+  return dataset_factory.get_entry(dataset_name)
+
+
+def convert_command(dataset_name, dataset_dir):
+  """The command that converts `dataset_name` into `dataset_dir` (images or videos)."""
+  return dataset_entry(dataset_name).convert_command(dataset_dir or 'DIR')
+
+
+def dataset_split(dataset_name, split_name, dataset_dir, flag='dataset_dir',
+                  need_examples=False):
+  """get_dataset, its errors turned into one line naming the flag at fault; a missing
+  directory names the convert command that fits the dataset."""
+  command = convert_command(dataset_name, dataset_dir)
+  _require(dataset_dir, '--%s is required: a directory written by %s' % (flag, command))
+  _require(os.path.isdir(dataset_dir), '--%s=%s does not exist; create it with %s'
+           % (flag, dataset_dir, command))
+  try:
+    split = dataset_factory.get_dataset(dataset_name, split_name, dataset_dir)
+  except ValueError as error:
+    bad = ('dataset_split_name=%s' % split_name if 'split' in str(error).split(';')[0]
+           else '%s=%s' % (flag, dataset_dir))
+    raise ConfigError('--%s: %s' % (bad, error)) from None
+  _require(not need_examples or split.num_samples > 0, '--%s=%s: the %s split holds no %s; '
+           'use a split with data' % (flag, dataset_dir, split_name,
+                                      'videos' if modality(split) == VIDEO else 'examples'))
+  return split
+
+
+def modality(split):
+  """IMAGE or VIDEO: what the records of `split` hold (decided here only)."""
+  return VIDEO if getattr(split, 'modality', None) else IMAGE
+
+
+def check_network_takes(spec, model_name, dataset_name, split):
+  """The network takes what the split holds: clips for a video network, images for an
+  image network. Returns the modality."""
+  kind = modality(split)
+  video_nets = [n for n in nets_factory.list_networks()
+                if nets_factory.get_network_spec(n).default_num_frames is not None]
+  image_nets = [n for n in nets_factory.list_networks() if n not in video_nets]
+  if kind == VIDEO:
+    _require(spec.default_num_frames is not None, '--model_name=%s is an image network, but '
+             '--dataset_name=%s holds %s videos; use a video network: %s'
+             % (model_name, dataset_name, split.modality, ', '.join(video_nets)))
+  else:
+    _require(spec.default_num_frames is None, '--model_name=%s takes video clips, but '
+             '--dataset_name=%s holds images; use an image network (%s) or a video dataset '
+             '(%s)' % (model_name, dataset_name, ', '.join(image_nets),
+                       ', '.join(video_splits.DATASET_NAMES)))
+  return kind
