@@ -61,7 +61,7 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"
 
 # The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
-# both cores kept busy beside them; failures and leaked processes per test (about an hour).
+# both cores kept busy beside them; failures and leaked processes per test (about 95 minutes).
 stress: setup
 	$(PY) benchmarks/stress.py
 
