@@ -32,8 +32,8 @@ the fast worker's two batches and the slow worker's gradient arrives stale. Here
 
 Each update therefore averages gradients of distinct workers, all computed at the
 update's step: with `replicas_to_aggregate == total_num_replicas` it is exactly the big
-batch; with backup workers the late ones are dropped, never counted later. Two small
-accumulators beside the gradients record, for each update, how many gradients each
+batch; with backup workers the late ones are dropped, never counted later. One small
+accumulator beside the gradients record, for each update, how many gradients each
 worker gave and for which step; with `trace_path` the chief appends one line per update
 (`read_trace`), the record the tests check.
 """
@@ -214,21 +214,20 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     return send, mean
 
   def _record_accumulators(self, label):
-    """Who contributed: one-hot(worker) and one-hot(worker) x step, accumulated like
-    the gradients (same label, same takes), so an update's mean x replicas gives the
-    gradient count and the step sum of each worker."""
+    """Who contributed: [one-hot(worker), one-hot(worker) x step] in ONE accumulator
+    (same label as the gradients), so an update's mean x replicas gives the gradient
+    count and the step sum of each worker, taken together. (Two accumulators could take
+    different workers' entries when backup workers race.)"""
     with tf.device(self._global_step.device), tf.name_scope('contributions'):
       onehot = tf.one_hot(self._worker, self._total, dtype=tf.float64)
-      sends, means = [], []
-      for what, value in (('counts', onehot),
-                          ('steps', onehot * tf.cast(label, tf.float64))):
-        accumulator = tf.ConditionalAccumulator(tf.float64, shape=[self._total],
-                                                shared_name='sync_record_' + what)
-        sends.append(accumulator.apply_grad(value, local_step=label))
-        means.append(accumulator.take_grad(self._replicas_to_aggregate)
-                     * float(self._replicas_to_aggregate))
-        self._accumulators.append((accumulator, self._global_step.device))
-    return sends, means
+      value = tf.stack([onehot, onehot * tf.cast(label, tf.float64)])
+      accumulator = tf.ConditionalAccumulator(tf.float64, shape=[2, self._total],
+                                              shared_name='sync_record')
+      send = accumulator.apply_grad(value, local_step=label)
+      taken = (accumulator.take_grad(self._replicas_to_aggregate)
+               * float(self._replicas_to_aggregate))
+      self._accumulators.append((accumulator, self._global_step.device))
+    return [send], (taken[0], taken[1])
 
   # ---------------------------------------------------------------- the chief's ops
 
