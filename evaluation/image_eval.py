@@ -89,7 +89,7 @@ def evaluate(config, setup=None, checkpoint=None):
     with tf.Session(config.master) as sess:
       try:
         saver.restore(sess, checkpoint)
-      except (tf.errors.NotFoundError, tf.errors.DataLossError) as error:
+      except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:
         # The plan checked names and shapes: the files went away or are damaged.
         raise ConfigError('--checkpoint_path=%s could not be read: %s'
                           % (checkpoint, str(error).split('\n')[0])) from None

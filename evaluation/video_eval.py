@@ -121,7 +121,7 @@ def _restore(sess, saver, stream, checkpoint):
   its newest) or unreadable is a ConfigError naming it."""
   try:
     saver.restore(sess, checkpoint)
-  except (tf.errors.NotFoundError, tf.errors.DataLossError) as error:
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:
     raise ConfigError('--%s=%s could not be read: %s' % (
         stream.checkpoint_flag, checkpoint, str(error).split('\n')[0])) from None
 
