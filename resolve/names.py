@@ -21,22 +21,25 @@ def _require(condition, message):
     raise ConfigError(message)
 
 
+def _known(kind, flag, name, valid_names):
+  """`name`, checked present and among `valid_names` (one wording for every registry)."""
+  valid = ', '.join(valid_names)
+  _require(name, '--%s is required; valid: %s' % (flag, valid))
+  _require(name in valid_names, '--%s=%s is not a known %s; valid: %s'
+           % (flag, name, kind, valid))
+  return name
+
+
 def network_spec(model_name, flag='model_name'):
   """The registered network `model_name`."""
-  valid = ', '.join(nets_factory.list_networks())
-  _require(model_name, '--%s is required; valid: %s' % (flag, valid))
-  _require(model_name in nets_factory.list_networks(), '--%s=%s is not a known network; '
-           'valid: %s' % (flag, model_name, valid))
-  return nets_factory.get_network_spec(model_name)
+  return nets_factory.get_network_spec(
+      _known('network', flag, model_name, nets_factory.list_networks()))
 
 
 def dataset_entry(dataset_name, flag='dataset_name'):
   """The registry entry of `dataset_name`."""
-  valid = ', '.join(dataset_factory.list_datasets())
-  _require(dataset_name, '--%s is required; valid: %s' % (flag, valid))
-  _require(dataset_name in dataset_factory.list_datasets(), '--%s=%s is not a known '
-           'dataset; valid: %s' % (flag, dataset_name, valid))
-  return dataset_factory.get_entry(dataset_name)
+  return dataset_factory.get_entry(
+      _known('dataset', flag, dataset_name, dataset_factory.list_datasets()))
 
 
 def convert_command(dataset_name, dataset_dir):
