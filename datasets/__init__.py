@@ -1,7 +1,13 @@
-"""Image data for slimdeploy: record formats, converters, dataset splits, preprocessing, input.
+"""Data for slimdeploy, images and videos, by role.
 
-Layout (slim's): one small declarative module per dataset (`digits`, `image_folder`) with
-`get_split`, looked up by name through `dataset_factory`; preprocessing looked up by name
-through `image_preprocessing`; the tf.data pipeline in `image_input`; the converter CLI in
-`convert_images`.
+- Here: the declarations (one small module per dataset: `digits`, `image_folder`, `ucf101`,
+  `hmdb51`, `video_folder`, each with `NAME`, `get_split`, `convert_command`, and for videos
+  its own `read_split_lists`), the registry that finds them by name (`dataset_factory`),
+  and the record formats (`image_records`, `video_records`, `converted_data`).
+- `inputs/`: the tf.data inputs, records -> batches (`image_input` with preprocessing by
+  name, `clip_input`).
+- `conversion/`: source data -> records (decoding, flow, the time-limited pool, split lists,
+  shard writing, the image converters).
+- Command-line tools, kept at the paths the docs cite: `python -m datasets.convert_images`,
+  `python -m datasets.convert_videos`, `python -m datasets.make_synthetic_videos`.
 """

@@ -51,6 +51,12 @@ def convert(dataset_name, output_dir, image_dir=None,
       1 <= num_shards <= _MAX_SHARDS):
     raise DatasetError('--num_shards=%r is not accepted: use an integer from 1 to %d'
                        % (num_shards, _MAX_SHARDS))
+  if entry.convert is None:
+    raise DatasetError('%s is a video dataset; convert it with: python -m '
+                       'datasets.convert_videos --dataset_name=%s ... --output_dir=%s '
+                       '(convert_images handles %s)'
+                       % (dataset_name, dataset_name, output_dir,
+                          ', '.join(dataset_factory.list_datasets(dataset_factory.IMAGE))))
   return entry.convert(output_dir, image_dir=image_dir, num_shards=num_shards,
                        test_fraction=test_fraction, seed=seed)
 

@@ -33,10 +33,9 @@ import sys
 import time
 from typing import Optional
 
-from datasets import video_splits
 from datasets.dataset_split import DatasetError
-from datasets.timed_pool import TaskFailed, TaskTimeout, run_tasks
-from datasets.video_frames import VideoTask, process_video
+from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
+from datasets.conversion.video_frames import VideoTask, process_video
 from core.params import param
 
 __all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'EXIT_SKIPPED',
@@ -45,11 +44,10 @@ __all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'EXIT_SKIPPED',
 # TensorFlow-side modules, imported by _import_record_writers() when a conversion starts,
 # not at import time: spawned workers re-import this module (it is __main__ under
 # `python -m`), and importing TensorFlow there cost 5.3 s per worker.
-converted_data = shard_writer = video_records = None
+converted_data = dataset_factory = shard_writer = video_records = None
 
 EXIT_SKIPPED = 3
 EXIT_STRICT_STOP = 4
-VIDEO_DATASETS = video_splits.DATASET_NAMES
 
 
 class StrictStop(Exception):
@@ -92,8 +90,9 @@ def _check(conversion):
   def require(condition, message):
     if not condition:
       raise DatasetError(message)
-  require(conversion.dataset_name in VIDEO_DATASETS, '--dataset_name=%s is not a video '
-          'dataset; valid: %s' % (conversion.dataset_name, ', '.join(VIDEO_DATASETS)))
+  video_datasets = dataset_factory.list_datasets(dataset_factory.VIDEO)
+  require(conversion.dataset_name in video_datasets, '--dataset_name=%s is not a video '
+          'dataset; valid: %s' % (conversion.dataset_name, ', '.join(video_datasets)))
   require(conversion.modality in video_records.MODALITIES, '--modality=%s is not known; '
           'valid: %s' % (conversion.modality, ', '.join(video_records.MODALITIES)))
   source = conversion.frames_dir or conversion.video_dir
@@ -283,15 +282,16 @@ def _split_plans(conversion, lists):
 
 
 def _import_record_writers():
-  global converted_data, shard_writer, video_records  # pylint: disable=global-statement
-  from datasets import converted_data, shard_writer, video_records  # pylint: disable=import-outside-toplevel,redefined-outer-name
+  global converted_data, dataset_factory, shard_writer, video_records  # pylint: disable=global-statement
+  from datasets import converted_data, dataset_factory, video_records  # pylint: disable=import-outside-toplevel,redefined-outer-name
+  from datasets.conversion import shard_writer
 
 
 def convert_videos(conversion):
   """Runs one conversion; returns the manifest dict. Raises DatasetError or StrictStop."""
   _import_record_writers()
   _check(conversion)
-  lists = video_splits.read_split_lists(
+  lists = dataset_factory.read_split_lists(
       conversion.dataset_name, conversion.splits_dir, conversion.split,
       conversion.video_dir or conversion.frames_dir, conversion.test_fraction,
       conversion.seed)

@@ -14,7 +14,7 @@ import os
 import uuid
 from typing import Dict, Tuple
 
-from datasets import shard_writer
+from datasets.conversion import shard_writer
 from datasets.dataset_split import DatasetError, DatasetSplit
 from tf_compat import tf
 

@@ -1,20 +1,23 @@
-"""The dataset registry: one entry per name, holding its `get_split` and its converter.
+"""The dataset registry: one entry per name, from the module that declares the dataset.
 
     split = dataset_factory.get_dataset('digits', 'train', '/data/digits')
+
+Adding a dataset is one module (`NAME`, `get_split`, `convert_command`, and for videos
+`read_split_lists`) and one `register_dataset(module)` line at the end of this file.
 """
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Optional
 
-from datasets import convert_digits
-from datasets import convert_image_folder
+from datasets.conversion import convert_digits
+from datasets.conversion import convert_image_folder
 from datasets import digits
 from datasets import hmdb51
 from datasets import image_folder
 from datasets import ucf101
 from datasets import video_folder
 # DatasetSplit is re-exported: slim users look for the split type beside get_dataset.
-from datasets.dataset_split import DatasetError, DatasetSplit  # pylint: disable=unused-import
+from datasets.dataset_split import IMAGE, VIDEO, DatasetError, DatasetSplit  # pylint: disable=unused-import
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,16 +27,25 @@ class DatasetEntry:
   Attributes:
     name: the registered name (`--dataset_name`).
     get_split: (split_name, dataset_dir) -> DatasetSplit.
-    convert: (output_dir, *, image_dir, num_shards, test_fraction, seed) -> ConversionResult;
-      rejects the arguments it has no use for. Video datasets refuse it: they are converted
-      by `python -m datasets.convert_videos`.
     convert_command: (dataset_dir) -> the command line that converts this dataset into
       dataset_dir, for every "not converted yet" message.
+    convert: image datasets: (output_dir, *, image_dir, num_shards, test_fraction, seed) ->
+      ConversionResult, run by `python -m datasets.convert_images`; it rejects the
+      arguments it has no use for. None for video datasets.
+    read_split_lists: video datasets: (splits_dir, split, video_dir, test_fraction, seed)
+      -> video_splits.SplitLists, read by `python -m datasets.convert_videos`. None for
+      image datasets.
   """
   name: str
   get_split: Callable
-  convert: Callable
   convert_command: Callable
+  convert: Optional[Callable] = None
+  read_split_lists: Optional[Callable] = None
+
+  @property
+  def kind(self):
+    """VIDEO (clip records) or IMAGE."""
+    return VIDEO if self.read_split_lists is not None else IMAGE
 
 
 # Conversion defaults, shared with the convert_images CLI. The digits split is fixed and
@@ -45,17 +57,29 @@ DEFAULT_SEED = 0
 _REGISTRY = {}
 
 
-def register_dataset(name, get_split, convert, convert_command):
-  """Adds a dataset name; a name registered twice raises ValueError."""
+def register_dataset(module, convert=None):
+  """Adds the dataset that `module` declares: `NAME`, `get_split`, `convert_command` and,
+  for a video dataset, `read_split_lists`; an image dataset passes its `convert`.
+
+  Raises:
+    ValueError: a name registered twice, or a module that is neither kind.
+  """
+  name = module.NAME
   if name in _REGISTRY:
     raise ValueError('dataset %r is already registered' % name)
-  _REGISTRY[name] = DatasetEntry(name=name, get_split=get_split, convert=convert,
-                                 convert_command=convert_command)
+  read_split_lists = getattr(module, 'read_split_lists', None)
+  if (convert is None) == (read_split_lists is None):
+    raise ValueError('dataset %r needs exactly one of a convert function (images) or '
+                     'read_split_lists (videos)' % name)
+  _REGISTRY[name] = DatasetEntry(name=name, get_split=module.get_split,
+                                 convert_command=module.convert_command, convert=convert,
+                                 read_split_lists=read_split_lists)
 
 
-def list_datasets():
-  """Returns the registered dataset names, sorted."""
-  return sorted(_REGISTRY)
+def list_datasets(kind=None):
+  """Returns the registered dataset names, sorted; only those of `kind` (IMAGE, VIDEO) if
+  given."""
+  return sorted(name for name, entry in _REGISTRY.items() if kind in (None, entry.kind))
 
 
 def get_entry(name):
@@ -93,25 +117,23 @@ def _convert_image_folder(output_dir, *, image_dir, num_shards, test_fraction, s
                                                    test_fraction, seed)
 
 
-_IMAGE_DATASETS = (digits.NAME, image_folder.NAME)
+def read_split_lists(name, splits_dir=None, split=1, video_dir=None, test_fraction=0.3,
+                     seed=0):
+  """The train/test lists of video dataset `name` (its module's `read_split_lists`).
+
+  Raises:
+    DatasetError (a ValueError): `name` is not a video dataset, or its reader's errors.
+  """
+  entry = _REGISTRY.get(name)
+  if entry is None or entry.read_split_lists is None:
+    raise DatasetError('dataset_name %r has no video split lists; valid names: %s'
+                       % (name, ', '.join(list_datasets(VIDEO))))
+  return entry.read_split_lists(splits_dir=splits_dir, split=split, video_dir=video_dir,
+                                test_fraction=test_fraction, seed=seed)
 
 
-def _video_converter(name):
-  """A `convert` for video dataset `name` that points to the video converter."""
-  def convert(output_dir, **_):
-    raise DatasetError('%s is a video dataset; convert it with: python -m '
-                       'datasets.convert_videos --dataset_name=%s ... --output_dir=%s '
-                       '(convert_images handles %s)'
-                       % (name, name, output_dir, ', '.join(_IMAGE_DATASETS)))
-  return convert
-
-
-register_dataset(digits.NAME, digits.get_split, _convert_digits, digits.convert_command)
-register_dataset(image_folder.NAME, image_folder.get_split, _convert_image_folder,
-                 image_folder.convert_command)
-register_dataset(ucf101.NAME, ucf101.get_split, _video_converter(ucf101.NAME),
-                 ucf101.convert_command)
-register_dataset(hmdb51.NAME, hmdb51.get_split, _video_converter(hmdb51.NAME),
-                 hmdb51.convert_command)
-register_dataset(video_folder.NAME, video_folder.get_split,
-                 _video_converter(video_folder.NAME), video_folder.convert_command)
+register_dataset(digits, convert=_convert_digits)
+register_dataset(image_folder, convert=_convert_image_folder)
+register_dataset(ucf101)
+register_dataset(hmdb51)
+register_dataset(video_folder)

@@ -3,6 +3,10 @@
 import dataclasses
 from typing import Dict, Optional
 
+# The two kinds of data (input modalities): what decides the input pipeline and the networks
+# that fit. Decided by the records (a video split has an rgb or flow `modality`), only here.
+IMAGE, VIDEO = 'image', 'video'
+
 
 class DatasetError(ValueError):
   """A user-facing problem with a dataset name, split, directory or conversion input.
@@ -38,3 +42,8 @@ class DatasetSplit:
   num_channels: int
   # Last and defaulted, so image datasets' constructors need not name it.
   modality: Optional[str] = None
+
+  @property
+  def kind(self):
+    """IMAGE or VIDEO: what the records hold."""
+    return VIDEO if self.modality else IMAGE

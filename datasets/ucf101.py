@@ -10,6 +10,7 @@ modality and the channel count come from the converted data's dataset_info.json,
 """
 
 from datasets import converted_data
+from datasets.conversion import video_splits
 from datasets.dataset_split import DatasetError
 
 NAME = 'ucf101'
@@ -45,3 +46,13 @@ def get_split(split_name, dataset_dir):
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
   command = convert_command(dataset_dir)
   return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)
+
+
+def read_split_lists(splits_dir=None, split=1, **_):
+  """The official lists of split `split` (1..3) in `splits_dir` (ucfTrainTestlist) ->
+  video_splits.SplitLists. Raises DatasetError for a bad split or a missing list."""
+  video_splits.check_split(NAME, split, video_splits.OFFICIAL_SPLITS)
+  splits_dir = video_splits.existing_dir(
+      'splits_dir', splits_dir, NAME,
+      'the ucfTrainTestlist directory (classInd.txt, trainlist01.txt, testlist01.txt, ...)')
+  return video_splits.read_ucf_style_lists(splits_dir, split)

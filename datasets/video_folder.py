@@ -10,7 +10,12 @@ with:
         --output_dir=DIR [--splits_dir=LISTS --split=1 | --test_fraction=0.3 --seed=0]
 """
 
+import os
+
 from datasets import converted_data
+from datasets.conversion import video_splits
+from datasets.conversion.stratified_split import stratified_split
+from datasets.conversion.video_splits import SplitLists
 from datasets.dataset_split import DatasetError
 
 NAME = 'video_folder'
@@ -41,3 +46,35 @@ def get_split(split_name, dataset_dir):
                        % (split_name, ', '.join(sorted(SPLIT_NAMES))))
   command = convert_command(dataset_dir)
   return converted_data.load_video_split(NAME, split_name, dataset_dir, command)
+
+
+_MAX_LIST_SPLIT = 99  # lists are numbered trainlist01 .. trainlist99
+
+
+def read_split_lists(splits_dir=None, split=1, video_dir=None, test_fraction=0.3, seed=0):
+  """With `splits_dir`: lists of the UCF101 form (trainlist0N.txt for split N). Without:
+  the `<video_dir>/<class>/<video>` tree, round(n * test_fraction) of the n videos held out
+  for test (at most n - 1), spread over classes by `stratified_split` (image_folder's rule),
+  seeded, every class keeping a training video; entries come in that seeded order.
+  -> video_splits.SplitLists; raises DatasetError."""
+  if splits_dir:
+    video_splits.check_split(NAME, split, tuple(range(1, _MAX_LIST_SPLIT + 1)))
+    if not os.path.isdir(splits_dir):
+      raise DatasetError('--splits_dir=%s does not exist or is not a directory' % splits_dir)
+    return video_splits.read_ucf_style_lists(splits_dir, split)
+  if (isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float))
+      or not 0 <= test_fraction < 1):
+    raise DatasetError('--test_fraction=%r is not accepted: use a number >= 0 and < 1'
+                       % (test_fraction,))
+  video_dir = video_splits.existing_dir(
+      'video_dir', video_dir, NAME, 'a directory with one sub-directory of videos per class')
+  class_names, entries, problems = video_splits.scan_tree(video_dir)
+  if not entries:
+    raise DatasetError('--video_dir=%s holds no video files (%s) in its class folders'
+                       % (video_dir, ' '.join(video_splits.VIDEO_EXTENSIONS)))
+  # At most n - 1 test videos, so stratified_split leaves every class a training video.
+  num_test = min(int(len(entries) * test_fraction + 0.5), len(entries) - 1)
+  train, test = stratified_split([entry.label for entry in entries], num_test, seed)
+  splits = {'train': tuple(entries[index] for index in train),
+            'test': tuple(entries[index] for index in test)}
+  return SplitLists(class_names, splits, tuple(problems))

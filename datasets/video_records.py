@@ -23,7 +23,7 @@ Readers sample frame indices first and decode only the chosen JPEGs.
 """
 
 from datasets.converted_data import MODALITY_CHANNELS
-from datasets.video_frames import FLOW_BOUND, flow_to_uint8  # pylint: disable=unused-import
+from datasets.conversion.video_frames import FLOW_BOUND, flow_to_uint8  # pylint: disable=unused-import
 from tf_compat import tf
 
 __all__ = ['MODALITIES', 'FLOW_BOUND', 'frame_feature_keys', 'clip_to_sequence_example',

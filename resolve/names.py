@@ -7,13 +7,13 @@ would be accepted.
 import os
 
 from core.params import ConfigError
-from datasets import dataset_factory, video_splits
+from datasets import dataset_factory
 from nets import nets_factory
 
 __all__ = ['IMAGE', 'VIDEO', 'network_spec', 'dataset_entry', 'convert_command',
-           'dataset_split', 'modality', 'check_network_takes']
+           'dataset_split', 'check_network_takes']
 
-IMAGE, VIDEO = 'image', 'video'
+IMAGE, VIDEO = dataset_factory.IMAGE, dataset_factory.VIDEO
 
 
 def _require(condition, message):
@@ -63,19 +63,14 @@ def dataset_split(dataset_name, split_name, dataset_dir, flag='dataset_dir',
     raise ConfigError('--%s: %s' % (bad, error)) from None
   _require(not need_examples or split.num_samples > 0, '--%s=%s: the %s split holds no %s; '
            'use a split with data' % (flag, dataset_dir, split_name,
-                                      'videos' if modality(split) == VIDEO else 'examples'))
+                                      'videos' if split.kind == VIDEO else 'examples'))
   return split
-
-
-def modality(split):
-  """IMAGE or VIDEO: what the records of `split` hold (decided here only)."""
-  return VIDEO if getattr(split, 'modality', None) else IMAGE
 
 
 def check_network_takes(spec, model_name, dataset_name, split):
   """The network takes what the split holds: clips for a video network, images for an
   image network. Returns the modality."""
-  kind = modality(split)
+  kind = split.kind
   video_nets = [n for n in nets_factory.list_networks()
                 if nets_factory.get_network_spec(n).default_num_frames is not None]
   image_nets = [n for n in nets_factory.list_networks() if n not in video_nets]
@@ -87,5 +82,5 @@ def check_network_takes(spec, model_name, dataset_name, split):
     _require(spec.default_num_frames is None, '--model_name=%s takes video clips, but '
              '--dataset_name=%s holds images; use an image network (%s) or a video dataset '
              '(%s)' % (model_name, dataset_name, ', '.join(image_nets),
-                       ', '.join(video_splits.DATASET_NAMES)))
+                       ', '.join(dataset_factory.list_datasets(dataset_factory.VIDEO))))
   return kind

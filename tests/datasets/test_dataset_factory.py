@@ -51,7 +51,6 @@ def test_other_dataset_in_dir_is_reported(digits_dir):
 
 
 def test_duplicate_registration_is_refused():
-  entry = dataset_factory.get_entry('digits')
+  from datasets import digits  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match='already registered'):
-    dataset_factory.register_dataset('digits', entry.get_split, entry.convert,
-                                     entry.convert_command)
+    dataset_factory.register_dataset(digits, convert=dataset_factory.get_entry('digits').convert)

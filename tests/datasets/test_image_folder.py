@@ -144,7 +144,7 @@ def test_interrupted_conversion_is_not_mistaken_for_data(image_tree, tmp_path, m
   def fail(_):
     raise OSError('disk full')
 
-  from datasets import convert_image_folder  # pylint: disable=import-outside-toplevel
+  from datasets.conversion import convert_image_folder  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(convert_image_folder, '_encoded', fail)
   with pytest.raises(OSError, match='disk full'):
     convert_images.convert('image_folder', output_dir, image_dir=image_dir)

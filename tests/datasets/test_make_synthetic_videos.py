@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from datasets.make_synthetic_videos import DIRECTIONS, make_synthetic_videos
-from datasets.video_decode import decode_video
+from datasets.conversion.video_decode import decode_video
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SIZES = ((64, 80), (72, 96))

@@ -10,7 +10,7 @@ import pytest
 from datasets import convert_images
 from datasets import converted_data
 from datasets import dataset_factory
-from datasets import shard_writer
+from datasets.conversion import shard_writer
 from datasets.dataset_split import DatasetError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets import clip_input
+from datasets.inputs import clip_input
 from datasets import dataset_split
-from datasets import shard_writer
+from datasets.conversion import shard_writer
 from datasets import video_records
 from tf_compat import tf
 

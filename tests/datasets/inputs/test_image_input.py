@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from datasets import dataset_factory
-from datasets import image_input
+from datasets.inputs import image_input
 from tf_compat import tf
 
 

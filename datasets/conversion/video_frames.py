@@ -1,6 +1,6 @@
 """Per-video work of the converter: frames in, JPEG bytes out. No TensorFlow here.
 
-Runs inside converter worker processes (`datasets.timed_pool`), so it imports only PyAV
+Runs inside converter worker processes (`datasets.conversion.timed_pool`), so it imports only PyAV
 (through `video_decode`), OpenCV, Pillow and NumPy: a spawned worker starts in well under
 a second instead of paying for a TensorFlow import.
 
@@ -74,7 +74,7 @@ def tvl1_flow(frames):
 
 
 def _video_frames(task):
-  from datasets import video_decode  # pylint: disable=import-outside-toplevel
+  from datasets.conversion import video_decode  # pylint: disable=import-outside-toplevel
   # One decoder thread: the converter already runs one worker process per core, and
   # PyAV's automatic threading was about 2x slower on small videos.
   decoded = video_decode.decode_video(task.source, short_side=task.short_side or None,
@@ -134,7 +134,7 @@ class BadVideo(Exception):
 
 def process_video(task):
   """Converts one video; raises BadVideo with a reason on bad input."""
-  from datasets.video_decode import VideoDecodeError  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.video_decode import VideoDecodeError  # pylint: disable=import-outside-toplevel
   try:
     return _folder_frames(task) if task.from_frames else _video_frames(task)
   except VideoDecodeError as error:

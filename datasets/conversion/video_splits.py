@@ -1,20 +1,17 @@
-"""Which video is in which split, with which label: the train/test lists of video datasets.
+"""What the split lists of every video dataset share: entries, parsing, checks.
 
-Pure Python (no TensorFlow): the video converter reads these lists before it decodes anything.
+Pure Python (no TensorFlow): the video converter reads the lists before it decodes anything.
+Each video dataset module owns its reader (`ucf101.read_split_lists`,
+`hmdb51.read_split_lists`, `video_folder.read_split_lists`), built from the pieces here;
+`dataset_factory.read_split_lists(name, ...)` finds it by name:
 
-    lists = video_splits.read_split_lists('ucf101', splits_dir='ucfTrainTestlist', split=1)
+    lists = dataset_factory.read_split_lists('ucf101', splits_dir='ucfTrainTestlist', split=1)
     lists.splits['train'][0]  # VideoEntry('ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi',
                               #            'ApplyEyeMakeup', 0)
 
-Sources, by dataset name:
-  ucf101        `classInd.txt` ("1 ApplyEyeMakeup", 1-based), `trainlist0N.txt`
-                ("<class>/<video>.avi <label>") and `testlist0N.txt` ("<class>/<video>.avi");
-                the class of a video is the folder part of its path.
-  hmdb51        one file per class and split, `<class>_test_split<N>.txt`, lines
-                "<video>.avi <code>" with 1 = train, 2 = test, 0 = unused; labels follow the
-                sorted class names.
-  video_folder  a `<video_dir>/<class>/<video>` tree; with `splits_dir`, lists of the ucf101
-                form name the split, otherwise a seeded, stratified `test_fraction` is held out.
+Shared here: lists of the UCF101 form (`classInd.txt` "1 ApplyEyeMakeup", 1-based;
+`trainlist0N.txt` "<class>/<video>.avi <label>"; `testlist0N.txt` "<class>/<video>.avi"; the
+class of a video is the folder part of its path) and a scan of a `<class>/<video>` tree.
 Lines that cannot be used (unknown class, a label that contradicts the folder, a malformed or
 repeated line) are returned in `SplitLists.problems`, not raised: the converter reports them as
 skipped videos. A missing or unreadable list file, or a bad argument, raises DatasetError.
@@ -22,22 +19,16 @@ skipped videos. A missing or unreadable list file, or a bad argument, raises Dat
 
 import dataclasses
 import os
-import re
 from typing import Dict, Tuple
 
 from datasets.dataset_split import DatasetError
-from datasets.stratified_split import stratified_split
 
-DATASET_NAMES = ('hmdb51', 'ucf101', 'video_folder')
 OFFICIAL_SPLITS = (1, 2, 3)     # ucf101 and hmdb51 both publish three splits
-_MAX_LIST_SPLIT = 99            # video_folder lists are numbered trainlist01 .. trainlist99
 VIDEO_EXTENSIONS = ('.avi', '.mp4', '.mkv', '.mov', '.webm', '.mpg', '.mpeg', '.m4v', '.wmv',
                     '.flv')
 SPLIT_NAMES = ('train', 'test')
 
 CLASS_INDEX_FILENAME = 'classInd.txt'
-_HMDB51_FILE_RE = re.compile(r'^(?P<class_name>.+)_test_split(?P<split>\d+)\.txt$')
-_HMDB51_CODES = {'1': 'train', '2': 'test'}  # '0': not used in this split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,40 +60,7 @@ class SplitLists:
   problems: Tuple[Tuple[str, str], ...] = ()
 
 
-def read_split_lists(dataset_name, splits_dir=None, split=1, video_dir=None,
-                     test_fraction=0.3, seed=0):
-  """Reads the train/test lists of `dataset_name`.
-
-  Args:
-    dataset_name: 'ucf101', 'hmdb51' or 'video_folder'.
-    splits_dir: directory of the list files (required for ucf101 and hmdb51; optional for
-      video_folder).
-    split: which official split, 1..3 (ucf101, hmdb51), or N of `trainlist0N.txt` for
-      video_folder with lists; unused by video_folder without lists.
-    video_dir: the `<class>/<video>` tree; used only by video_folder without lists.
-    test_fraction: video_folder without lists: round(n * test_fraction) of the n videos go
-      to test (at most n - 1), spread over classes in proportion to their sizes by
-      `stratified_split`, the same rule image_folder uses; every class keeps at least one
-      training video. 0 <= test_fraction < 1.
-    seed: video_folder without lists: seed of that assignment.
-
-  Returns:
-    A SplitLists. Entries keep the order of the list files; video_folder without lists
-    returns them in the seeded order of `stratified_split` (classes mixed).
-
-  Raises:
-    DatasetError (a ValueError): unknown name, bad split or fraction, missing directory or
-      list file, or a classInd.txt that cannot be read.
-  """
-  readers = {'ucf101': _read_ucf101, 'hmdb51': _read_hmdb51, 'video_folder': _read_folder}
-  if dataset_name not in readers:
-    raise DatasetError('dataset_name %r has no video split lists; valid names: %s'
-                       % (dataset_name, ', '.join(DATASET_NAMES)))
-  return readers[dataset_name](splits_dir=splits_dir, split=split, video_dir=video_dir,
-                               test_fraction=test_fraction, seed=seed)
-
-
-def _check_split(dataset_name, split, accepted):
+def check_split(dataset_name, split, accepted):
   if isinstance(split, bool) or not isinstance(split, int) or split not in accepted:
     valid = (', '.join(str(number) for number in accepted) if len(accepted) <= 3 else
              'an integer from %d to %d' % (accepted[0], accepted[-1]))
@@ -110,7 +68,7 @@ def _check_split(dataset_name, split, accepted):
                        % (split, dataset_name, valid))
 
 
-def _existing_dir(flag, directory, dataset_name, expected):
+def existing_dir(flag, directory, dataset_name, expected):
   if not directory:
     raise DatasetError('--%s is required for --dataset_name=%s: %s'
                        % (flag, dataset_name, expected))
@@ -119,7 +77,7 @@ def _existing_dir(flag, directory, dataset_name, expected):
   return directory
 
 
-def _read_lines(path):
+def read_lines(path):
   """Returns [(line number, stripped text)] of the non-blank lines; CRLF, LF or a BOM."""
   if not os.path.isfile(path):
     raise DatasetError('%s is missing' % path)
@@ -135,7 +93,7 @@ def _read_lines(path):
 def _read_class_index(path):
   """classInd.txt -> tuple of class names in label order ("1 Name" -> label 0)."""
   names = []
-  for number, text in _read_lines(path):
+  for number, text in read_lines(path):
     parts = text.split(None, 1)
     expected = len(names) + 1
     if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) != expected:
@@ -184,7 +142,7 @@ def _read_video_list(path, labelled, class_names, taken, problems):
   label_of = {name: label for label, name in enumerate(class_names)}
   list_name = os.path.basename(path)
   entries = []
-  for number, text in _read_lines(path):
+  for number, text in read_lines(path):
     entry, reason = _list_entry(text, labelled, label_of, class_names)
     if entry is not None and entry.relative_path in taken:
       entry, reason = None, 'already listed in %s' % taken[entry.relative_path]
@@ -196,7 +154,7 @@ def _read_video_list(path, labelled, class_names, taken, problems):
   return tuple(entries)
 
 
-def _read_ucf_style_lists(splits_dir, split):
+def read_ucf_style_lists(splits_dir, split):
   """classInd.txt, trainlist%02d.txt and testlist%02d.txt -> SplitLists."""
   class_names = _read_class_index(os.path.join(splits_dir, CLASS_INDEX_FILENAME))
   taken, problems = {}, []
@@ -207,66 +165,12 @@ def _read_ucf_style_lists(splits_dir, split):
   return SplitLists(class_names, splits, tuple(problems))
 
 
-def _read_ucf101(splits_dir, split, **_):
-  _check_split('ucf101', split, OFFICIAL_SPLITS)
-  splits_dir = _existing_dir('splits_dir', splits_dir, 'ucf101',
-                             'the ucfTrainTestlist directory (classInd.txt, trainlist01.txt, '
-                             'testlist01.txt, ...)')
-  return _read_ucf_style_lists(splits_dir, split)
-
-
-def _hmdb51_class_names(splits_dir, split):
-  """Sorted class names of the `<class>_test_split<N>.txt` files; every one needs split N."""
-  splits_of = {}
-  for name in os.listdir(splits_dir):
-    match = _HMDB51_FILE_RE.match(name)
-    if match and not name.startswith('.'):
-      splits_of.setdefault(match.group('class_name'), set()).add(int(match.group('split')))
-  if not splits_of:
-    raise DatasetError('--splits_dir=%s holds no HMDB51 split files '
-                       '(<class>_test_split<N>.txt)' % splits_dir)
-  lacking = sorted(name for name, numbers in splits_of.items() if split not in numbers)
-  if lacking:
-    raise DatasetError('%s is missing (%d of %d classes have no split %d file)'
-                       % (os.path.join(splits_dir, '%s_test_split%d.txt' % (lacking[0], split)),
-                          len(lacking), len(splits_of), split))
-  return tuple(sorted(splits_of))
-
-
-def _read_hmdb51(splits_dir, split, **_):
-  _check_split('hmdb51', split, OFFICIAL_SPLITS)
-  splits_dir = _existing_dir('splits_dir', splits_dir, 'hmdb51',
-                             'the testTrainMulti_7030_splits directory '
-                             '(<class>_test_split<N>.txt)')
-  class_names = _hmdb51_class_names(splits_dir, split)
-  splits = {'train': [], 'test': []}
-  problems, taken = [], {}
-  for label, class_name in enumerate(class_names):
-    list_name = '%s_test_split%d.txt' % (class_name, split)
-    for number, text in _read_lines(os.path.join(splits_dir, list_name)):
-      parts = text.rsplit(None, 1)  # Keeps a video name with a space in one piece.
-      where = '%s line %d' % (list_name, number)
-      if len(parts) != 2 or parts[1] not in ('0', '1', '2'):
-        problems.append(('%s/%s' % (class_name, text.split()[0]),
-                         '%s: expected "<video> <code>" with code 0, 1 or 2' % where))
-        continue
-      path = '%s/%s' % (class_name, parts[0])
-      if path in taken:
-        problems.append((path, '%s: already listed at %s' % (where, taken[path])))
-        continue
-      taken[path] = where
-      if parts[1] in _HMDB51_CODES:
-        splits[_HMDB51_CODES[parts[1]]].append(VideoEntry(path, class_name, label))
-  return SplitLists(class_names, {name: tuple(entries) for name, entries in splits.items()},
-                    tuple(problems))
-
-
 def is_video_file(name):
   """True for a non-hidden file name with one of VIDEO_EXTENSIONS (any case)."""
   return not name.startswith('.') and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS
 
 
-def _scan_tree(video_dir):
+def scan_tree(video_dir):
   """Returns (class names, [VideoEntry] in class then name order, [(path, reason)])."""
   names = sorted(os.listdir(video_dir))
   class_names = tuple(name for name in names
@@ -292,25 +196,3 @@ def _scan_tree(video_dir):
   return class_names, entries, problems
 
 
-def _read_folder(splits_dir, split, video_dir, test_fraction, seed):
-  if splits_dir:
-    _check_split('video_folder', split, tuple(range(1, _MAX_LIST_SPLIT + 1)))
-    if not os.path.isdir(splits_dir):
-      raise DatasetError('--splits_dir=%s does not exist or is not a directory' % splits_dir)
-    return _read_ucf_style_lists(splits_dir, split)
-  if (isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float))
-      or not 0 <= test_fraction < 1):
-    raise DatasetError('--test_fraction=%r is not accepted: use a number >= 0 and < 1'
-                       % (test_fraction,))
-  video_dir = _existing_dir('video_dir', video_dir, 'video_folder',
-                            'a directory with one sub-directory of videos per class')
-  class_names, entries, problems = _scan_tree(video_dir)
-  if not entries:
-    raise DatasetError('--video_dir=%s holds no video files (%s) in its class folders'
-                       % (video_dir, ' '.join(VIDEO_EXTENSIONS)))
-  # At most n - 1 test videos, so stratified_split leaves every class a training video.
-  num_test = min(int(len(entries) * test_fraction + 0.5), len(entries) - 1)
-  train, test = stratified_split([entry.label for entry in entries], num_test, seed)
-  splits = {'train': tuple(entries[index] for index in train),
-            'test': tuple(entries[index] for index in test)}
-  return SplitLists(class_names, splits, tuple(problems))

@@ -14,7 +14,7 @@ from datasets import converted_data
 from datasets import image_folder
 from datasets import image_records
 from datasets.dataset_split import DatasetError
-from datasets.stratified_split import stratified_split
+from datasets.conversion.stratified_split import stratified_split
 
 # (Pillow format, mode) pairs whose bytes TensorFlow decodes to RGB as they are. Other JPEG
 # modes (CMYK, YCCK) and other formats (GIF, BMP, TIFF, WebP, ...) are re-encoded.

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from datasets import image_preprocessing
+from datasets.inputs import image_preprocessing
 from tf_compat import tf
 
 NAMES = ['cifarnet', 'inception', 'lenet']

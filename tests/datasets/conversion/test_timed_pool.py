@@ -4,7 +4,7 @@ import os
 import signal
 import time
 
-from datasets.timed_pool import TaskFailed, TaskTimeout, run_tasks
+from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 
 
 def square_or_misbehave(value):

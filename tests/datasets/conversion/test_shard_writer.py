@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from datasets import shard_writer
+from datasets.conversion import shard_writer
 from tf_compat import tf
 
 

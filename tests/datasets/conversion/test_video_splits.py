@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from datasets import video_splits
+from datasets import dataset_factory
+from datasets.conversion import video_splits
 from datasets.dataset_split import DatasetError
-from datasets.video_splits import VideoEntry
+from datasets.conversion.video_splits import VideoEntry
 
 # tests/datasets/<this file> -> the repository -> its parent holds shared/ (as on CI).
-UCF101_LISTS = Path(__file__).resolve().parents[3] / 'shared' / 'data' / 'ucf101'
+UCF101_LISTS = Path(__file__).resolve().parents[4] / 'shared' / 'data' / 'ucf101'
 _GROUP_RE = re.compile(r'_g(\d\d)_c\d\d\.avi$')
 
 
@@ -35,7 +36,7 @@ def _message(error_info):
 @pytest.mark.parametrize('split, num_train, num_test', [
     (1, 9537, 3783), (2, 9586, 3734), (3, 9624, 3696)])
 def test_real_ucf101_lists(split, num_train, num_test):
-  lists = video_splits.read_split_lists('ucf101', str(UCF101_LISTS), split)
+  lists = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split)
   train, test = lists.splits['train'], lists.splits['test']
   assert (len(train), len(test), lists.problems) == (num_train, num_test, ())
   assert len(lists.class_names) == 101
@@ -49,7 +50,7 @@ def test_real_ucf101_lists(split, num_train, num_test):
 
 
 def test_real_ucf101_split1_holds_out_groups_1_to_7():
-  lists = video_splits.read_split_lists('ucf101', str(UCF101_LISTS), 1)
+  lists = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), 1)
   assert _groups(lists.splits['test']) == set(range(1, 8))
   assert _groups(lists.splits['train']) == set(range(8, 26))
   assert lists.splits['train'][0] == VideoEntry(
@@ -60,7 +61,7 @@ def test_real_ucf101_split1_holds_out_groups_1_to_7():
 
 def test_real_ucf101_test_sets_are_disjoint_across_splits():
   tests = [{entry.relative_path for entry in
-            video_splits.read_split_lists('ucf101', str(UCF101_LISTS), split).splits['test']}
+            dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split).splits['test']}
            for split in (1, 2, 3)]
   assert not (tests[0] & tests[1] or tests[0] & tests[2] or tests[1] & tests[2])
 
@@ -70,8 +71,8 @@ def test_lf_blank_lines_and_crlf_read_the_same(tmp_path):
     text = (UCF101_LISTS / name).read_bytes().decode('ascii')
     assert '\r\n' in text
     (tmp_path / name).write_bytes(('\n\n' + text.replace('\r\n', '\n\n')).encode('ascii'))
-  crlf = video_splits.read_split_lists('ucf101', str(UCF101_LISTS), 2)
-  assert video_splits.read_split_lists('ucf101', str(tmp_path), 2) == crlf
+  crlf = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), 2)
+  assert dataset_factory.read_split_lists('ucf101', str(tmp_path), 2) == crlf
 
 
 def _write_lists(directory, class_index, train, test, split=1):
@@ -96,7 +97,7 @@ def test_unusable_list_lines_become_problems(tmp_path):
       'Archery/v_Archery_g08_c01.avi\r\n'          # already in train
       'v_Diving_g01_c01.avi\r\n'                   # no class folder
       'Climbing/v_Climbing_g01_c01.avi\r\n')       # class not in classInd
-  lists = video_splits.read_split_lists('ucf101', splits_dir, 1)
+  lists = dataset_factory.read_split_lists('ucf101', splits_dir, 1)
   assert lists.class_names == ('Archery', 'Bowling', 'Diving')
   assert lists.splits == {
       'train': (VideoEntry('Archery/v_Archery_g08_c01.avi', 'Archery', 0),
@@ -123,7 +124,7 @@ def test_unusable_list_lines_become_problems(tmp_path):
 @pytest.mark.parametrize('split', [0, 4, '1', True, 1.0])
 def test_bad_ucf101_split_number(split):
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('ucf101', str(UCF101_LISTS), split)
+    dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split)
   assert _message(info) == ('--split=%r is not accepted for ucf101; valid splits: 1, 2, 3'
                             % (split,))
 
@@ -132,30 +133,30 @@ def test_missing_list_file_is_named(tmp_path):
   (tmp_path / 'classInd.txt').write_text('1 Archery\n')
   (tmp_path / 'trainlist01.txt').write_text('Archery/v_Archery_g08_c01.avi 1\n')
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('ucf101', str(tmp_path), 1)
+    dataset_factory.read_split_lists('ucf101', str(tmp_path), 1)
   assert _message(info) == '%s is missing' % (tmp_path / 'testlist01.txt')
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('ucf101', str(tmp_path), 3)
+    dataset_factory.read_split_lists('ucf101', str(tmp_path), 3)
   assert _message(info) == '%s is missing' % (tmp_path / 'trainlist03.txt')
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('ucf101', str(tmp_path / 'lists'), 1)
+    dataset_factory.read_split_lists('ucf101', str(tmp_path / 'lists'), 1)
   assert _message(info) == ('--splits_dir=%s does not exist or is not a directory'
                             % (tmp_path / 'lists'))
   with pytest.raises(DatasetError, match='--splits_dir is required for --dataset_name=ucf101'):
-    video_splits.read_split_lists('ucf101')
+    dataset_factory.read_split_lists('ucf101')
 
 
 def test_bad_class_index_is_an_error(tmp_path):
   splits_dir = _write_lists(tmp_path, '1 Archery\n3 Diving\n', '', '')
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('ucf101', splits_dir, 1)
+    dataset_factory.read_split_lists('ucf101', splits_dir, 1)
   assert _message(info) == ("%s line 2 is '3 Diving'; expected \"2 <ClassName>\" (indices 1, "
                             '2, ... in order)' % (tmp_path / 'classInd.txt'))
 
 
 def test_unknown_dataset_name_lists_the_valid_ones():
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('kinetics400', str(UCF101_LISTS))
+    dataset_factory.read_split_lists('kinetics400', str(UCF101_LISTS))
   assert _message(info) == ("dataset_name 'kinetics400' has no video split lists; valid "
                             'names: hmdb51, ucf101, video_folder')
 
@@ -175,7 +176,7 @@ def test_hmdb51_split_files(tmp_path):
   with open(tmp_path / 'cartwheel_test_split2.txt', 'a') as handle:
     handle.write('\r\ncartwheel_goo_0.avi 2\r\ncartwheel_goo_9.avi 3\r\n')
   (tmp_path / '._wave_test_split2.txt').write_bytes(b'\0\x05\x16\x07')  # macOS metadata
-  lists = video_splits.read_split_lists('hmdb51', str(tmp_path), 2)
+  lists = dataset_factory.read_split_lists('hmdb51', str(tmp_path), 2)
   assert lists.class_names == ('brush_hair', 'cartwheel', 'wave')
   by_split = {name: [(entry.relative_path, entry.class_name, entry.label) for entry in entries]
               for name, entries in lists.splits.items()}
@@ -192,23 +193,23 @@ def test_hmdb51_split_files(tmp_path):
                                         'at cartwheel_test_split2.txt line 1'),
       ('cartwheel/cartwheel_goo_9.avi', 'cartwheel_test_split2.txt line 6: expected '
                                         '"<video> <code>" with code 0, 1 or 2'))
-  assert len(video_splits.read_split_lists('hmdb51', str(tmp_path), 1).splits['test']) == 3
+  assert len(dataset_factory.read_split_lists('hmdb51', str(tmp_path), 1).splits['test']) == 3
 
 
 def test_hmdb51_missing_class_file_and_bad_split(tmp_path):
   _write_hmdb51(tmp_path, {'wave': [1], 'cartwheel': [2]}, split=1)
   _write_hmdb51(tmp_path, {'wave': [1]}, split=3)
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('hmdb51', str(tmp_path), 3)
+    dataset_factory.read_split_lists('hmdb51', str(tmp_path), 3)
   assert _message(info) == ('%s is missing (1 of 2 classes have no split 3 file)'
                             % (tmp_path / 'cartwheel_test_split3.txt'))
   with pytest.raises(DatasetError, match=r'^--split=5 is not accepted for hmdb51; valid '
                                          'splits: 1, 2, 3$'):
-    video_splits.read_split_lists('hmdb51', str(tmp_path), 5)
+    dataset_factory.read_split_lists('hmdb51', str(tmp_path), 5)
   empty = tmp_path / 'empty'
   empty.mkdir()
   with pytest.raises(DatasetError, match='holds no HMDB51 split files'):
-    video_splits.read_split_lists('hmdb51', str(empty), 1)
+    dataset_factory.read_split_lists('hmdb51', str(empty), 1)
 
 
 _TREE = {'archery': 10, 'bowling': 6, 'diving': 1}  # class: number of videos
@@ -235,7 +236,7 @@ def _make_tree(root):
 
 def test_video_folder_holds_out_a_stratified_fraction(tmp_path):
   videos = _make_tree(tmp_path / 'videos')
-  lists = video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
+  lists = dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
                                         test_fraction=0.3, seed=0)
   assert lists.class_names == ('archery', 'bowling', 'diving')
   train, test = lists.splits['train'], lists.splits['test']
@@ -254,10 +255,10 @@ def test_video_folder_holds_out_a_stratified_fraction(tmp_path):
        % ' '.join(video_splits.VIDEO_EXTENSIONS)),
       ('bowling/frames', 'a directory inside a class folder; videos must be directly in '
                          '<class>/')]
-  again = video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
+  again = dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
                                         test_fraction=0.3, seed=0)
   assert again == lists
-  other_seeds = [video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
+  other_seeds = [dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
                                                test_fraction=0.3, seed=seed)
                  for seed in (1, 2, 3)]
   assert any(set(other.splits['test']) != set(test) for other in other_seeds)
@@ -273,7 +274,7 @@ def test_video_folder_holds_out_a_stratified_fraction(tmp_path):
     (0.0, {}), (0.5, {'archery': 6, 'bowling': 3}), (0.99, {'archery': 9, 'bowling': 5})])
 def test_video_folder_keeps_a_training_video_per_class(tmp_path, test_fraction, expected):
   _make_tree(tmp_path / 'videos')
-  lists = video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
+  lists = dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
                                         test_fraction=test_fraction)
   assert collections.Counter(entry.class_name for entry in lists.splits['test']) == expected
   assert {entry.class_name for entry in lists.splits['train']} == set(_TREE)
@@ -283,7 +284,7 @@ def test_video_folder_keeps_a_training_video_per_class(tmp_path, test_fraction, 
 def test_video_folder_bad_fraction(tmp_path, test_fraction):
   _make_tree(tmp_path / 'videos')
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
+    dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'videos'),
                                   test_fraction=test_fraction)
   assert _message(info) == ('--test_fraction=%r is not accepted: use a number >= 0 and < 1'
                             % (test_fraction,))
@@ -292,15 +293,15 @@ def test_video_folder_bad_fraction(tmp_path, test_fraction):
 def test_video_folder_needs_a_tree_of_videos(tmp_path):
   with pytest.raises(DatasetError, match='^--video_dir is required for '
                                          '--dataset_name=video_folder'):
-    video_splits.read_split_lists('video_folder')
+    dataset_factory.read_split_lists('video_folder')
   (tmp_path / 'flat').mkdir()
   (tmp_path / 'flat' / 'a.avi').write_bytes(b'')
   with pytest.raises(DatasetError, match='has no class sub-directories; expected '):
-    video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'flat'))
+    dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'flat'))
   (tmp_path / 'texts' / 'cats').mkdir(parents=True)
   (tmp_path / 'texts' / 'cats' / 'a.txt').write_text('text')
   with pytest.raises(DatasetError, match='holds no video files'):
-    video_splits.read_split_lists('video_folder', video_dir=str(tmp_path / 'texts'))
+    dataset_factory.read_split_lists('video_folder', video_dir=str(tmp_path / 'texts'))
 
 
 def test_video_folder_with_lists(tmp_path):
@@ -311,7 +312,7 @@ def test_video_folder_with_lists(tmp_path):
       'archery/%s 2\narchery/%s 2\ndiving/v_diving_00.avi 1\nbowling/x.avi 3\n'
       % (archery[0].split('/')[1], archery[1].split('/')[1]),
       'archery/%s\n' % archery[2].split('/')[1], split=2)
-  lists = video_splits.read_split_lists('video_folder', splits_dir,
+  lists = dataset_factory.read_split_lists('video_folder', splits_dir,
                                         split=2, video_dir=str(tmp_path / 'videos'))
   assert lists.class_names == ('diving', 'archery')  # classInd order, not sorted
   assert lists.splits == {
@@ -321,8 +322,8 @@ def test_video_folder_with_lists(tmp_path):
   assert lists.problems == (
       ('bowling/x.avi', "trainlist02.txt line 4: class 'bowling' is not in classInd.txt"),)
   with pytest.raises(DatasetError) as info:
-    video_splits.read_split_lists('video_folder', splits_dir, split=1)
+    dataset_factory.read_split_lists('video_folder', splits_dir, split=1)
   assert _message(info) == '%s is missing' % (tmp_path / 'lists' / 'trainlist01.txt')
   with pytest.raises(DatasetError, match=r'^--split=100 is not accepted for video_folder; '
                                          'valid splits: an integer from 1 to 99$'):
-    video_splits.read_split_lists('video_folder', splits_dir, split=100)
+    dataset_factory.read_split_lists('video_folder', splits_dir, split=100)

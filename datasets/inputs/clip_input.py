@@ -44,7 +44,7 @@ which parallel map call handles the element. With a seed, file order, record shu
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
 """
 
-from datasets import record_files
+from datasets.inputs import record_files
 from datasets import video_records
 from tf_compat import tf
 

@@ -9,7 +9,7 @@ from datasets import converted_data
 from datasets import digits
 from datasets import image_records
 from datasets.dataset_split import DatasetError
-from datasets.stratified_split import stratified_split
+from datasets.conversion.stratified_split import stratified_split
 
 
 def to_uint8(images):

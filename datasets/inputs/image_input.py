@@ -9,9 +9,9 @@ and chooses the device, normally the CPU of the worker:
       images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
 """
 
-from datasets import image_preprocessing
+from datasets.inputs import image_preprocessing
 from datasets import image_records
-from datasets import record_files
+from datasets.inputs import record_files
 from tf_compat import tf
 
 
