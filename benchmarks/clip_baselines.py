@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-DCT_METHOD = 'INTEGER_ACCURATE'    # what datasets/clip_input.py decodes with
+DCT_METHOD = 'INTEGER_ACCURATE'    # what datasets/inputs/clip_input.py decodes with
 FRAME_FILE = 'frame%06d.jpg'
 SMALL_CALL = 16                    # frames per call of the Python-overhead check
 FRAMES_PER_CALL = 256
@@ -122,7 +122,7 @@ def _load_folder_clip_i3d(settings, folder, num_frames, rng):
 def frame_folder_tfdata(data, settings, load_clip=_load_folder_clip):
   """I3D_Finetune's finetune.py: shuffled video list -> map(py_func) -> batch -> prefetch."""
   tf = tf_module()
-  from datasets import record_files  # pylint: disable=import-outside-toplevel
+  from datasets.inputs import record_files  # pylint: disable=import-outside-toplevel
   rng = random.Random()
   videos = [(os.path.join(data['folder_dir'], video_id), n, label)
             for video_id, n, label in data['train']]

@@ -54,7 +54,7 @@ measurement, one per ratio, and a machine line.
 
 TensorFlow is imported inside functions: spawned worker processes (the converter's and
 the decode bound's) re-import this script, and the converter's workers must start without
-TensorFlow, as `datasets.video_frames` intends.
+TensorFlow, as `datasets.conversion.video_frames` intends.
 """
 
 import functools
@@ -190,7 +190,8 @@ def _clip_pipeline(data, consumer=None):
   itself scales and flips.
   """
   tf = _tf()
-  from datasets import clip_input, dataset_factory  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  from datasets.inputs import clip_input
   split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
@@ -287,7 +288,8 @@ def _breakdown(data):
   first: a clip flipped in the pipeline and one flipped by finish_clips are equal.
   """
   tf = _tf()
-  from datasets import clip_input, video_records  # pylint: disable=import-outside-toplevel
+  from datasets import video_records  # pylint: disable=import-outside-toplevel
+  from datasets.inputs import clip_input
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
   split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
   record = next(tf.compat.v1.io.tf_record_iterator(sorted(tf.io.gfile.glob(

@@ -13,7 +13,7 @@ from absl import logging
 
 from checkpoints import restore
 from core.params import ConfigError
-from datasets import image_input
+from datasets.inputs import image_input
 from evaluation.config import EvalConfig
 from evaluation.setup import check_eval_config
 from nets import nets_factory

@@ -18,6 +18,7 @@ from evaluation.image_eval import evaluate as evaluate_images
 from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
 from checkpoints.watch import watch_checkpoints
+from resolve import names
 from tf_compat import tf
 from core.params import ConfigError
 
@@ -36,16 +37,26 @@ class VideoRun:
     return self.result.accuracy
 
 
-def evaluate_checkpoint(config, setup, checkpoints):
-  """Evaluates one checkpoint per stream (images: one); VideoRun or image EvalResult."""
-  if not setup.is_video:
-    return evaluate_images(config, setup, checkpoints[0])
+def _evaluate_images(config, setup, checkpoints):
+  return evaluate_images(config, setup, checkpoints[0])
+
+
+def _evaluate_videos(config, setup, checkpoints):
   result = evaluate_videos(config, setup, checkpoints)
   path = None
   if config.eval_dir:
     report.write_summaries(config.eval_dir, result)
     path = report.write_report(config.eval_dir, config, setup, result)
   return VideoRun(result, setup, path)
+
+
+# One evaluation per kind of data (the resolver's names.IMAGE, names.VIDEO).
+_EVALUATIONS = {names.IMAGE: _evaluate_images, names.VIDEO: _evaluate_videos}
+
+
+def evaluate_checkpoint(config, setup, checkpoints):
+  """Evaluates one checkpoint per stream (images: one); VideoRun or image EvalResult."""
+  return _EVALUATIONS[setup.kind](config, setup, checkpoints)
 
 
 def _watched(config, setup):

@@ -40,14 +40,14 @@ class EvalSetup:
   """What a checked EvalConfig resolves to.
 
   Attributes:
-    is_video: the dataset holds clips (else images).
+    kind: names.IMAGE or names.VIDEO, what the dataset holds (decided by the records).
     streams: (Stream,) or, with --fusion, (rgb Stream, flow Stream).
     num_classes: classes of the model (dataset classes - labels_offset).
     batch_size: images or videos per batch.
     sampling: Sampling for videos; None for images.
     use_moving_averages: 'auto', 'true' or 'false' (videos).
   """
-  is_video: bool
+  kind: str
   streams: tuple
   num_classes: int
   batch_size: int
@@ -160,9 +160,9 @@ def check_eval_config(config):
   _check_numbers(config)
   split = names.dataset_split(config.dataset_name, config.dataset_split_name,
                               config.dataset_dir, 'dataset_dir', need_examples=True)
-  is_video = names.check_network_takes(names.network_spec(config.model_name),
-                                       config.model_name, config.dataset_name,
-                                       split) == names.VIDEO
+  kind = names.check_network_takes(names.network_spec(config.model_name),
+                                   config.model_name, config.dataset_name, split)
+  is_video = kind == names.VIDEO
   if is_video:
     _refuse_unused(config, _IMAGE_ONLY, 'applies to image datasets; --dataset_name=%s holds '
                    'videos' % config.dataset_name)
@@ -181,7 +181,7 @@ def check_eval_config(config):
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
   return EvalSetup(
-      is_video=is_video, streams=_streams(config, split), num_classes=num_classes,
+      kind=kind, streams=_streams(config, split), num_classes=num_classes,
       batch_size=config.batch_size or (DEFAULT_VIDEO_BATCH if is_video
                                        else DEFAULT_IMAGE_BATCH),
       sampling=resolve_sampling(config) if is_video else None, use_moving_averages=averages)

@@ -1,7 +1,7 @@
 """Video-level evaluation: every video of a split once, scores per video, metrics.
 
 Each video becomes one clip of its first N frames or K clips spread over it
-(`datasets.clip_input`, centre crop, values in [-1, 1]); the network runs with batch norm
+(`datasets.inputs.clip_input`, centre crop, values in [-1, 1]); the network runs with batch norm
 in inference mode (is_training=False) and its logits are averaged over a video's clips.
 Moving-average weights are restored when the checkpoint holds them (see
 `checkpoints.restore`). Two-stream fusion sums the rgb and flow models' per-video logits,
@@ -18,7 +18,7 @@ from absl import logging
 import numpy as np
 
 from checkpoints import restore
-from datasets import clip_input
+from datasets.inputs import clip_input
 from evaluation.metrics import classification_metrics
 from evaluation.setup import network_kwargs
 from nets import nets_factory
@@ -197,7 +197,7 @@ def evaluate_videos(config, setup, checkpoints):
 
   Args:
     config: the EvalConfig.
-    setup: its checked EvalSetup (is_video).
+    setup: its checked EvalSetup (kind VIDEO).
     checkpoints: one checkpoint prefix per stream of setup.streams.
   """
   streams = [score_videos(config, setup, stream, checkpoint)

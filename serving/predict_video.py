@@ -5,10 +5,10 @@
 
 The file goes through the path its model's evaluation data went through, so the model sees
 what eval.py would show it for that video: the converter's per-video work
-(`datasets.video_frames.process_video`: PyAV decode, short side resized, optional frame
+(`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized, optional frame
 rate, TV-L1 flow for flow models, JPEG at the converter's quality), one clip record
 (`datasets.video_records`), then evaluation's clip sampling and centre crop
-(`datasets.clip_input`, values in [-1, 1]). The model's logits are averaged over the
+(`datasets.inputs.clip_input`, values in [-1, 1]). The model's logits are averaged over the
 video's clips (as evaluation does) and turned into probabilities.
 """
 
@@ -19,9 +19,11 @@ from typing import Optional
 
 import numpy as np
 
-from datasets import clip_input, converted_data, shard_writer, video_records
+from datasets import converted_data, video_records
+from datasets.conversion import shard_writer
+from datasets.inputs import clip_input
 from datasets.dataset_split import DatasetSplit
-from datasets.video_frames import BadVideo, VideoTask, process_video
+from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
 from serving.model_info import read_model_info
 from tf_compat import tf
 from core.params import ConfigError, param

@@ -1,4 +1,5 @@
-"""The training step handed to `slim.learning.train`, with honest progress lines.
+"""The training step handed to `supervised_train` (training.session_loop), with honest
+progress lines.
 
 slim's own step runs three session calls per step (train, should_log, should_stop); this
 one runs one and decides the rest in Python. Each time the global step crosses a multiple
@@ -20,7 +21,8 @@ __all__ = ['ProgressStep']
 
 
 class ProgressStep:
-  """A `train_step_fn` for slim.learning.train: (sess, train_op, global_step, kwargs)."""
+  """A `train_step_fn` in slim.learning.train's protocol, which `supervised_train` keeps:
+  (sess, train_op, global_step, kwargs)."""
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None):

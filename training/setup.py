@@ -9,6 +9,7 @@ import dataclasses
 
 from checkpoints import paths, restore
 from core.params import ConfigError
+from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy
 from nets import nets_factory
 from resolve import names
@@ -23,10 +24,9 @@ class TrainSetup:
   deploy_config: model_deploy.DeploymentConfig
   dataset: object              # datasets.dataset_factory.DatasetSplit
   network_spec: object         # nets.nets_factory.NetworkSpec
-  image_size: int              # image size, or a clip's crop size
-  clip_frames: object          # frames per training clip (video nets), or None
+  input: object                # datasets.inputs.input_factory's input of the dataset's kind
+  input_settings: InputSettings  # how each clone's batches are made
   network_kwargs: dict         # extra net arguments from the flags, checked
-  preprocessing_name: str
   global_batch: int
   steps_per_epoch: float
   checkpoint_file: object      # fine-tune checkpoint prefix, or None
@@ -135,24 +135,40 @@ def _check_piecewise(boundaries, values):
            % ','.join(str(v) for v in values))
 
 
-def _check_input_kind(config, spec, dataset):
-  """Flags of the other modality are refused; -> frames per clip, or None for images."""
-  if names.check_network_takes(spec, config.model_name, config.dataset_name,
-                               dataset) == names.IMAGE:
+def _check_input_flags(config, kind):
+  """Flags of the other kind of data are refused."""
+  if kind == names.IMAGE:
     video_only = {'clip_frames': config.clip_frames is not None,
                   'repeat_first_frame': config.repeat_first_frame,
                   'norandom_flip': not config.random_flip}
     for flag, is_set in video_only.items():
       _require(not is_set, '--%s is for video datasets; --dataset_name=%s holds images '
                '(their preprocessing decides flips)' % (flag, config.dataset_name))
-    return None
-  _require(config.preprocessing_name is None, '--preprocessing_name=%s is for image '
-           'datasets; video clips are cropped and scaled by datasets/clip_input.py'
-           % config.preprocessing_name)
-  clip_frames = (spec.default_num_frames if config.clip_frames is None
-                 else config.clip_frames)
-  _require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
-  return clip_frames
+  else:
+    _require(config.preprocessing_name is None, '--preprocessing_name=%s is for image '
+             'datasets; video clips are cropped and scaled by datasets/inputs/clip_input.py'
+             % config.preprocessing_name)
+
+
+def _input_settings(config, spec, kind):
+  """InputSettings of one clone's training batches, from the flags and the network."""
+  image_size = (spec.default_image_size if config.train_image_size is None
+                else config.train_image_size)
+  _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
+  clip_frames = None
+  if kind == names.VIDEO:
+    clip_frames = (spec.default_num_frames if config.clip_frames is None
+                   else config.clip_frames)
+    _require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
+  return InputSettings(
+      batch_size=config.batch_size, image_size=image_size, num_readers=config.num_readers,
+      num_parallel_calls=config.num_preprocessing_threads,
+      num_shards=config.worker_replicas, shard_index=config.task,
+      labels_offset=config.labels_offset,
+      preprocessing_name=((config.preprocessing_name or spec.preprocessing_name)
+                          if kind == names.IMAGE else None),
+      clip_frames=clip_frames, random_flip=config.random_flip,
+      repeat_first_frame=config.repeat_first_frame)
 
 
 def _network_kwargs(config, dataset):
@@ -204,25 +220,21 @@ def check_train_config(config):
   _check_optimizer(config)
   _check_learning_rate(config)
   spec = names.network_spec(config.model_name)
-  preprocessing_name = config.preprocessing_name or spec.preprocessing_name
   deploy_config = _deploy_config(config)
   names.dataset_entry(config.dataset_name)
   dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,
                                 config.dataset_dir)
-  clip_frames = _check_input_kind(config, spec, dataset)
+  kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
+  _check_input_flags(config, kind)
   _require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None
   if config.checkpoint_path:
     checkpoint_file = paths.resolve_checkpoint(config.checkpoint_path)
-  image_size = (spec.default_image_size if config.train_image_size is None
-                else config.train_image_size)
-  _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
   return TrainSetup(
       deploy_config=deploy_config, dataset=dataset, network_spec=spec,
-      image_size=image_size, clip_frames=clip_frames,
+      input=get_input(kind), input_settings=_input_settings(config, spec, kind),
       network_kwargs=_network_kwargs(config, dataset),
-      preprocessing_name=preprocessing_name,
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,

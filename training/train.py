@@ -1,9 +1,10 @@
 """`train(config)`: the whole training job, from a checked TrainConfig to a checkpoint.
 
-Wiring only: the dataset comes from `datasets/` on `inputs_device()`, the network from
+Wiring only: the input of the dataset's kind from `datasets.inputs.input_factory` (built on
+`inputs_device()`, each batch finished on its clone), the network from
 `nets/`, clones and the train op from `deployment.model_deploy.deploy`, and the loop is
-slim.learning.train's Supervisor loop (`training.session_loop`, which also ends cluster
-jobs cleanly) with `training.progress.ProgressStep`. Only the chief (task 0) writes
+`training.session_loop.supervised_train` (slim.learning.train's Supervisor loop, kept here
+so that cluster jobs end cleanly) with `training.progress.ProgressStep`. Only the chief (task 0) writes
 checkpoints and summaries.
 """
 
@@ -12,7 +13,6 @@ import os
 
 from absl import logging
 
-from datasets import clip_input, image_input
 from deployment import cluster, model_deploy, sync_replicas
 from deployment.session_config import make_session_config
 from nets import nets_factory
@@ -34,27 +34,13 @@ TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn'])
 
 
-def _input_iterator(config, setup):
+def _input_iterator(setup):
   """One iterator of per-clone batches on the worker's CPU; each clone draws its own.
 
-  Workers read disjoint shard files (shard_index = task). Video clips come as uint8 with
-  a flip bit per clip (clip_input's deferred form); the clone finishes them.
+  Workers read disjoint shard files (InputSettings.shard_index = task).
   """
   with tf.device(setup.deploy_config.inputs_device()):
-    common = dict(batch_size=config.batch_size, is_training=True,
-                  num_readers=config.num_readers, num_shards=config.worker_replicas,
-                  shard_index=config.task, labels_offset=config.labels_offset)
-    if setup.clip_frames:
-      dataset = clip_input.build_clip_dataset(
-          setup.dataset, clip_frames=setup.clip_frames, crop_size=setup.image_size,
-          num_parallel_calls=config.num_preprocessing_threads, deferred=True,
-          repeat_first_frame=config.repeat_first_frame, random_flip=config.random_flip,
-          **common)
-    else:
-      dataset = image_input.build_image_dataset(
-          setup.dataset, image_size=setup.image_size,
-          preprocessing_name=setup.preprocessing_name,
-          num_preprocessing_threads=config.num_preprocessing_threads, **common)
+    dataset = setup.input.dataset(setup.dataset, setup.input_settings)
     return tf.data.make_one_shot_iterator(dataset)
 
 
@@ -66,13 +52,11 @@ def _network_fn(config, setup):
 
 
 def _clone_inputs(setup, iterator):
-  """-> (inputs, labels) of one clone: images, or video clips finished on its device."""
+  """-> (inputs, labels) of one clone: a batch drawn on the input device, finished by its
+  input on the clone's device (video clips are scaled and mirrored there)."""
   with tf.device(setup.deploy_config.inputs_device()):
     batch = iterator.get_next()
-  if not setup.clip_frames:
-    return batch
-  clips, labels, flips = batch
-  return clip_input.finish_clips(clips, setup.dataset.modality, flips), labels
+  return setup.input.finish(batch, setup.dataset)
 
 
 def _make_clone_fn(config, setup, iterator, network_fn):
@@ -151,7 +135,7 @@ def build_training_graph(config, setup):
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
                                                        global_step)
   optimizer = _optimizer(config, setup, global_step, moving_average)
-  iterator = _input_iterator(config, setup)
+  iterator = _input_iterator(setup)
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup))
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
@@ -184,13 +168,7 @@ def _log_startup(config, setup):
                config.batch_size, config.batch_size * config.num_clones,
                setup.global_batch, setup.dataset.num_samples, config.dataset_name,
                config.dataset_split_name, setup.steps_per_epoch)
-  if setup.clip_frames:
-    inputs = '%dx%dx%d %s clips%s' % (
-        setup.clip_frames, setup.image_size, setup.image_size, setup.dataset.modality,
-        ' (first frame repeated: no motion)' if config.repeat_first_frame else '')
-  else:
-    inputs = '%dx%d images (%s preprocessing)' % (setup.image_size, setup.image_size,
-                                                  setup.preprocessing_name)
+  inputs = setup.input.describe(setup.input_settings, setup.dataset)
   logging.info('Model %s on %s%s; optimizer %s; learning rate %s', config.model_name,
                inputs, ''.join(', %s=%s' % item for item in setup.network_kwargs.items()),
                config.optimizer,

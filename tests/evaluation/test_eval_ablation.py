@@ -4,7 +4,8 @@ trained (every frame of a clip is its first frame), and only for videos."""
 import numpy as np
 import pytest
 
-from datasets import clip_input, dataset_factory
+from datasets import dataset_factory
+from datasets.inputs import clip_input
 from evaluation.config import EvalConfig
 from evaluation import run
 from tests import video_testdata

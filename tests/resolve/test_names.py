@@ -3,6 +3,7 @@
 import pytest
 
 from core.params import ConfigError
+from datasets import dataset_split
 from nets import nets_factory
 from resolve import names
 from training.config import TrainConfig
@@ -48,9 +49,10 @@ def test_unknown_and_missing_names_list_the_valid_ones():
     names.dataset_entry('nope')
 
 
-class _Split:
-  def __init__(self, modality):
-    self.modality = modality
+def _Split(modality):  # pylint: disable=invalid-name
+  return dataset_split.DatasetSplit(
+      name='x', split_name='train', dataset_dir='', file_pattern='', num_samples=1,
+      num_classes=2, labels_to_names={}, num_channels=3, modality=modality)
 
 
 def test_the_network_must_take_what_the_split_holds():

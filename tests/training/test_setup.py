@@ -30,8 +30,8 @@ def test_valid_config_resolves_everything(valid):
   assert isinstance(setup, TrainSetup)
   assert setup.global_batch == 32
   assert setup.steps_per_epoch == pytest.approx(1437 / 32)
-  assert setup.image_size == 28
-  assert setup.preprocessing_name == 'lenet'
+  assert setup.input_settings.image_size == 28
+  assert setup.input_settings.preprocessing_name == 'lenet'
   assert setup.network_spec.name == 'lenet'
   assert setup.dataset.num_samples == DIGITS_TRAIN
   assert setup.dataset.num_classes == 10
@@ -64,13 +64,13 @@ def test_global_batch_and_steps_per_epoch(valid, changes, global_batch):
 def test_image_size_and_preprocessing_overrides(valid):
   setup = check_train_config(dataclasses.replace(
       valid, train_image_size=32, preprocessing_name='cifarnet'))
-  assert setup.image_size == 32
-  assert setup.preprocessing_name == 'cifarnet'
+  assert setup.input_settings.image_size == 32
+  assert setup.input_settings.preprocessing_name == 'cifarnet'
 
 
 def test_other_network_default_size(valid):
   setup = check_train_config(dataclasses.replace(valid, model_name='cifarnet'))
-  assert (setup.image_size, setup.preprocessing_name) == (32, 'cifarnet')
+  assert (setup.input_settings.image_size, setup.input_settings.preprocessing_name) == (32, 'cifarnet')
 
 
 def test_check_builds_no_graph_and_writes_nothing(valid):

@@ -1,0 +1,132 @@
+"""The input registry: one training input per kind of data (image or video), never a branch.
+
+    pipeline = input_factory.get_input(split.kind)        # 'image' or 'video'
+    dataset = pipeline.dataset(split, settings)           # on the inputs device
+    inputs, labels = pipeline.finish(iterator.get_next(), split)   # on the clone's device
+
+An input has three steps, so the trainer needs no `if video` anywhere:
+  dataset   the tf.data pipeline of one clone's batches, built on the worker's input device
+            (CPU): what it yields is the input's own business (images and labels; or uint8
+            clips, labels and a flip bit per clip);
+  finish    what runs on the clone's device, once per batch drawn: images pass through;
+            clips are cast, scaled to [-1, 1] and mirrored there (`clip_input.finish_clips`),
+            so the input CPU only decodes. Returns (float32 inputs, int labels);
+  describe  one line for the start-up log.
+Every batch a clone draws passes through `finish`, so whatever is added per batch (staging,
+summaries of what the model sees, several micro-batches per update) is added there once for
+both modalities.
+"""
+
+import dataclasses
+from typing import Optional
+
+from datasets import dataset_split
+from datasets.inputs import clip_input, image_input
+
+__all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs']
+
+IMAGE, VIDEO = dataset_split.IMAGE, dataset_split.VIDEO
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSettings:
+  """How one clone's training batches are made (checked before, by the entry's setup).
+
+  Attributes:
+    batch_size: examples per clone batch.
+    image_size: image side, or a clip's crop side.
+    num_readers: shard files read at once.
+    num_parallel_calls: examples decoded and preprocessed in parallel.
+    num_shards, shard_index: this worker reads every num_shards-th shard file from
+      shard_index (cluster workers read disjoint files).
+    labels_offset: subtracted from every label.
+    preprocessing_name: images: the registered preprocessing (`image_preprocessing`).
+    clip_frames: clips: frames per training clip.
+    random_flip: clips: mirror half of the clips (and negate flow's u).
+    repeat_first_frame: clips: every frame replaced by the clip's first (no motion).
+  """
+  batch_size: int
+  image_size: int
+  num_readers: int = 4
+  num_parallel_calls: int = 4
+  num_shards: int = 1
+  shard_index: int = 0
+  labels_offset: int = 0
+  preprocessing_name: Optional[str] = None
+  clip_frames: Optional[int] = None
+  random_flip: bool = True
+  repeat_first_frame: bool = False
+
+
+class ImageInput:
+  """Images: records -> registered preprocessing -> batches; nothing left for the clone."""
+
+  kind = IMAGE
+
+  def dataset(self, split, settings):
+    return image_input.build_image_dataset(
+        split, batch_size=settings.batch_size, image_size=settings.image_size,
+        preprocessing_name=settings.preprocessing_name, is_training=True,
+        num_readers=settings.num_readers,
+        num_preprocessing_threads=settings.num_parallel_calls,
+        num_shards=settings.num_shards, shard_index=settings.shard_index,
+        labels_offset=settings.labels_offset)
+
+  def finish(self, batch, split):  # pylint: disable=unused-argument
+    images, labels = batch
+    return images, labels
+
+  def describe(self, settings, split):  # pylint: disable=unused-argument
+    return '%dx%d images (%s preprocessing)' % (settings.image_size, settings.image_size,
+                                                settings.preprocessing_name)
+
+
+class ClipInput:
+  """Video clips: uint8 crops and a flip bit per clip; the clone scales and mirrors them."""
+
+  kind = VIDEO
+
+  def dataset(self, split, settings):
+    return clip_input.build_clip_dataset(
+        split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
+        crop_size=settings.image_size, is_training=True, num_readers=settings.num_readers,
+        num_parallel_calls=settings.num_parallel_calls, num_shards=settings.num_shards,
+        shard_index=settings.shard_index, labels_offset=settings.labels_offset,
+        deferred=True, repeat_first_frame=settings.repeat_first_frame,
+        random_flip=settings.random_flip)
+
+  def finish(self, batch, split):
+    clips, labels, flips = batch
+    return clip_input.finish_clips(clips, split.modality, flips), labels
+
+  def describe(self, settings, split):
+    return '%dx%dx%d %s clips%s' % (
+        settings.clip_frames, settings.image_size, settings.image_size, split.modality,
+        ' (first frame repeated: no motion)' if settings.repeat_first_frame else '')
+
+
+_REGISTRY = {}
+
+
+def register_input(pipeline):
+  """Adds the input of `pipeline.kind`; a kind registered twice raises ValueError."""
+  if pipeline.kind in _REGISTRY:
+    raise ValueError('an input for %r is already registered' % pipeline.kind)
+  _REGISTRY[pipeline.kind] = pipeline
+
+
+def list_inputs():
+  """The kinds of data (IMAGE, VIDEO) that have an input, sorted."""
+  return sorted(_REGISTRY)
+
+
+def get_input(kind):
+  """The input of `kind` (a split's `kind`); an unknown one raises ValueError listing the
+  valid ones."""
+  if kind not in _REGISTRY:
+    raise ValueError('no input for %r; valid: %s' % (kind, ', '.join(list_inputs())))
+  return _REGISTRY[kind]
+
+
+register_input(ImageInput())
+register_input(ClipInput())
