@@ -17,13 +17,10 @@ import typing
 from absl import flags
 
 from core import flag_help
+from core.errors import USAGE, ConfigError, print_error  # ConfigError: re-exported
 
 __all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'parse_flags',
            'reject_positional_arguments']
-
-
-class ConfigError(ValueError):
-  """A user mistake in the configuration: printed as one line, no traceback."""
 
 
 def param(default, help):  # pylint: disable=redefined-builtin
@@ -105,14 +102,13 @@ def parse_flags(argv):
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:
-    print('error: %s' % error, file=sys.stderr)
-    sys.exit(2)
+    print_error(error)
+    sys.exit(USAGE)
 
 
 def reject_positional_arguments(argv):
   """True (after printing one error line) when argv holds more than the program name."""
   if len(argv) > 1:
-    print('error: unexpected arguments %s (flags look like --name=value)' % argv[1:],
-          file=sys.stderr)
+    print_error('unexpected arguments %s (flags look like --name=value)' % argv[1:])
     return True
   return False
