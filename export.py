@@ -1,16 +1,25 @@
-r"""Exports a trained video classifier as a SavedModel, with labels.txt beside it.
+r"""Exports a trained video classifier as the next version of a model TF Serving loads.
 
     python export.py --checkpoint_path=runs/ucf101_rgb_s1 --model_name=i3d \
         --dataset_dir=data/ucf101_rgb_s1 --export_dir=models/ucf101_rgb_s1
+    tensorflow_model_server --model_base_path=$PWD/models/ucf101_rgb_s1 \
+        --model_name=ucf101_rgb_s1
+
+writes models/ucf101_rgb_s1/<version>/ (saved_model.pb, variables/, and labels.txt and
+model_info.json in assets.extra/): version 1 in a new directory, then one more than the
+highest there, or --export_version=N (never one that exists). The version is renamed into
+place complete, so a model server watching the directory picks it up whole; the last
+line printed gives the command that serves it.
 
 The serving signature takes clips float32 [batch, frames, height, width, channels] in
 [-1, 1] and returns logits, probabilities and the top --top_k classes (indices, labels,
 probabilities); see serving/export_model.py. Moving-average weights are exported when the
-checkpoint has them. predict.py reads the model_info.json written beside the model.
+checkpoint has them. predict.py reads the directory (or one version of it).
 
 Exit status: 0 exported; 2 a usage error (one `error:` line).
 """
 
+import os
 import sys
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
@@ -34,8 +43,9 @@ def main(argv):
   except ConfigError as error:
     print('error: %s' % error, file=sys.stderr)
     return 2
-  print('exported %s to %s (input %s)' % (result.info['checkpoint'], result.export_dir,
-                                          result.info['input_shape']))
+  print('exported %s to %s (input %s); serve it with: %s' % (
+      result.info['checkpoint'], os.path.abspath(result.version_dir),
+      result.info['input_shape'], result.serving_command()))
   return 0
 
 

@@ -1,6 +1,10 @@
 """Classifies a video file with a model exported by export.py; prints the top 5 classes.
 
     python predict.py --model_dir=models/ucf101_rgb_s1 --video=clip.mp4 [--json]
+    python predict.py --model_dir=models/ucf101_rgb_s1/2 --video=clip.mp4
+
+--model_dir is export.py's --export_dir (its highest version is used, as TF Serving
+serves it) or one version directory in it; the version used is printed.
 
 The video is prepared as evaluation prepared its data (decoding, resizing, frame
 sampling, centre crop, [-1, 1] scaling; see serving/predict_video.py).
@@ -35,9 +39,9 @@ def main(argv):
   if config.json:
     print(json.dumps(prediction.as_dict()))
   else:
-    print('%s (%d frames, %d clip%s):' % (prediction.video, prediction.num_frames,
-                                          prediction.num_clips,
-                                          '' if prediction.num_clips == 1 else 's'))
+    print('%s (%d frames, %d clip%s; model %s):' % (
+        prediction.video, prediction.num_frames, prediction.num_clips,
+        '' if prediction.num_clips == 1 else 's', prediction.model_dir))
     for rank, (name, _, probability) in enumerate(prediction.top, start=1):
       print('%2d. %-30s %6.2f%%' % (rank, name, 100 * probability))
   return 0

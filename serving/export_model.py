@@ -1,7 +1,8 @@
-"""Exports a trained video classifier as a SavedModel with a serving signature.
+"""Exports a trained video classifier as a SavedModel version TF Serving loads.
 
     result = export_saved_model(ExportConfig(checkpoint_path=..., model_name='i3d',
-                                             dataset_dir=..., export_dir=...))
+                                             dataset_dir=..., export_dir='models/ucf101'))
+    result.version_dir   # 'models/ucf101/1', then 2, 3, ... (serving.export_layout)
 
 Signature `serving_default` (a graph-mode session saved with the tf.compat.v1
 SavedModelBuilder, tag 'serve'):
@@ -18,8 +19,8 @@ static input size (I3D's logits pool shrinks for clips under 9 frames or crops u
 get the evaluation's frame count instead. Export decides by running both versions on one
 clip of the evaluation size. The exported
 weights are the moving averages when the checkpoint has them (as evaluation uses).
-Beside the model: labels.txt (copied from the records) and model_info.json
-(serving.model_info), which predict.py reads.
+In the version's assets.extra/: labels.txt (copied from the records) and model_info.json
+(serving.model_info), which predict.py reads. The version appears complete or not at all.
 """
 
 import dataclasses
@@ -38,6 +39,7 @@ from datasets import converted_data
 from resolve import names
 from resolve.sampling import resolve_sampling
 from nets import nets_factory
+from serving import export_layout
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
 from core.params import ConfigError, param
@@ -58,7 +60,12 @@ class ExportConfig:
   dataset_dir: Optional[str] = param(
       None, 'Converted records the model was trained on: labels.txt, modality and the '
       'decoding settings predict.py repeats.')
-  export_dir: Optional[str] = param(None, 'New directory for the SavedModel.')
+  export_dir: Optional[str] = param(
+      None, 'Base directory of the model\'s versions (TF Serving\'s --model_base_path), '
+      'created if missing: the SavedModel goes to <export_dir>/<version>/.')
+  export_version: Optional[int] = param(
+      None, 'Version to write, a positive integer not yet in --export_dir (default: one '
+      'more than the highest there, 1 for a new directory).')
   depth_multiplier: Optional[float] = param(None, 'Width multiplier used in training.')
   eval_frames: Optional[int] = param(None, 'As eval.py: the first N frames of a video.')
   eval_clips: Optional[int] = param(None, 'As eval.py: K clips per video (default 1).')
@@ -70,8 +77,17 @@ class ExportConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ExportResult:
-  export_dir: str
-  info: dict      # model_info.json's content
+  """version_dir: base_dir/<version>, the SavedModel; info: model_info.json's content."""
+  base_dir: str
+  version: int
+  version_dir: str
+  info: dict
+
+  def serving_command(self):
+    """The model server command line that serves this base (its highest version)."""
+    base = os.path.abspath(self.base_dir)
+    return 'tensorflow_model_server --model_base_path=%s --model_name=%s' % (
+        base, os.path.basename(base))
 
 
 def _require(condition, message):
@@ -102,7 +118,11 @@ def _read_records_info(dataset_dir):
 
 
 def _check(config):
-  """-> (checkpoint prefix, records info, labels, settings, sampling). Raises ConfigError."""
+  """-> (checkpoint prefix, version, records info, labels, settings, sampling).
+
+  Raises:
+    ConfigError: the first mistake found.
+  """
   for flag in ('checkpoint_path', 'export_dir'):
     _require(getattr(config, flag), '--%s is required' % flag)
   _require(names.network_spec(config.model_name).default_num_frames is not None,
@@ -112,11 +132,10 @@ def _check(config):
            'not accepted; valid: %s' % (config.use_moving_averages,
                                        ', '.join(MOVING_AVERAGE_MODES)))
   _require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
-  _require(not os.path.exists(config.export_dir), '--export_dir=%s already exists; give a '
-           'new directory' % config.export_dir)
+  version = export_layout.choose_version(config.export_dir, config.export_version)
   checkpoint = resolve_checkpoint(config.checkpoint_path)
   info, labels, settings = _read_records_info(config.dataset_dir)
-  return checkpoint, info, labels, settings, resolve_sampling(config)
+  return checkpoint, version, info, labels, settings, resolve_sampling(config)
 
 
 def _network_fn(config, num_classes):
@@ -179,42 +198,55 @@ def _restore(config, sess, checkpoint, num_classes, channels):
   return plan
 
 
-def export_saved_model(config):
-  """Checks config, restores the checkpoint and writes the SavedModel; -> ExportResult.
+def _save(config, directory, checkpoint, labels, static_shape):
+  """Restores the checkpoint into the network and saves it to directory (empty).
 
-  Raises:
-    ConfigError: a user mistake (missing checkpoint, one of another model, class count or
-      modality, an existing export_dir, ...).
+  Returns:
+    (restore plan, network kwargs, the exported clips' shape with None for any size).
   """
-  checkpoint, records, labels, settings, sampling = _check(config)
-  num_classes, channels = len(labels), records['num_channels']
-  network_fn, net_kwargs = _network_fn(config, num_classes)
-  static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
+  network_fn, net_kwargs = _network_fn(config, len(labels))
   with tf.Graph().as_default(), tf.Session() as sess:
     built = _build(network_fn, static_shape)
-    plan = _restore(config, sess, checkpoint, num_classes, channels)
+    plan = _restore(config, sess, checkpoint, len(labels), static_shape[-1])
     kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'
     if kind == 'static':
       logging.info('%s shapes a layer from the input size at %s: exporting that size',
                    config.model_name, static_shape)
     clips, logits = built[kind]
-    builder = tf.saved_model.builder.SavedModelBuilder(config.export_dir)
+    builder = tf.saved_model.builder.SavedModelBuilder(directory)
     builder.add_meta_graph_and_variables(
         sess, [tf.saved_model.tag_constants.SERVING],
         signature_def_map={SIGNATURE: _signature(clips, logits, labels, config.top_k)},
         strip_default_attrs=True)
     builder.save()
-  shutil.copy(os.path.join(config.dataset_dir, LABELS_FILENAME),
-              os.path.join(config.export_dir, LABELS_FILENAME))
-  info = {
-      'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
-      'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
-      'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
-      'input_shape': clips.shape.as_list(), 'sampling': sampling.as_dict(),
-      'decoding': settings,
-      'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes)}
-  write_model_info(config.export_dir, info)
+  return plan, net_kwargs, clips.shape.as_list()
+
+
+def export_saved_model(config):
+  """Checks config, restores the checkpoint and writes the next SavedModel version.
+
+  Returns:
+    ExportResult.
+  Raises:
+    ConfigError: a user mistake (missing checkpoint, one of another model, class count or
+      modality, a version that exists, ...); nothing is written then.
+  """
+  checkpoint, version, records, labels, settings, sampling = _check(config)
+  num_classes, channels = len(labels), records['num_channels']
+  static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
+  with export_layout.staged_version(config.export_dir, version) as directory:
+    plan, net_kwargs, input_shape = _save(config, directory, checkpoint, labels,
+                                          static_shape)
+    info = {
+        'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
+        'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
+        'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
+        'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': settings,
+        'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes)}
+    write_model_info(directory, info)   # creates assets.extra/
+    shutil.copy(os.path.join(config.dataset_dir, LABELS_FILENAME),
+                os.path.join(directory, export_layout.ASSETS_EXTRA, LABELS_FILENAME))
+  version_dir = os.path.join(config.export_dir, str(version))
   logging.info('Exported %s (step %d%s) to %s, input %s', checkpoint, plan.global_step,
-               ', moving averages' if plan.moving_averages else '', config.export_dir,
-               info['input_shape'])
-  return ExportResult(config.export_dir, info)
+               ', moving averages' if plan.moving_averages else '', version_dir, input_shape)
+  return ExportResult(config.export_dir, version, version_dir, info)

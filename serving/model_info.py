@@ -1,4 +1,6 @@
-"""`model_info.json`: what export.py writes beside a SavedModel so predict.py can feed it.
+"""`model_info.json`: what export.py writes so predict.py can feed the model a video.
+
+It sits with labels.txt in the version's `assets.extra/` (serving.export_layout):
 
     {"model_name": "i3d", "net_kwargs": {"depth_multiplier": 0.125},
      "checkpoint": ".../model.ckpt-5000", "global_step": 5000, "moving_averages": true,
@@ -16,6 +18,8 @@ file is prepared for the model exactly as it was for evaluation.
 import json
 import os
 
+from serving.export_layout import ASSETS_EXTRA
+
 __all__ = ['MODEL_INFO_FILENAME', 'LABELS_FILENAME', 'write_model_info', 'read_model_info']
 
 MODEL_INFO_FILENAME = 'model_info.json'
@@ -24,18 +28,23 @@ _KEYS = ('model_name', 'num_classes', 'modality', 'channels', 'input_shape', 'sa
          'decoding', 'signature')
 
 
-def write_model_info(export_dir, info):
-  with open(os.path.join(export_dir, MODEL_INFO_FILENAME), 'w') as handle:
+def write_model_info(version_dir, info):
+  """Writes version_dir/assets.extra/model_info.json (assets.extra created if missing)."""
+  os.makedirs(os.path.join(version_dir, ASSETS_EXTRA), exist_ok=True)
+  with open(os.path.join(version_dir, ASSETS_EXTRA, MODEL_INFO_FILENAME), 'w') as handle:
     json.dump(info, handle, indent=1)
     handle.write('\n')
 
 
-def read_model_info(model_dir):
-  """The model_info dict; ValueError (one line) when model_dir is not an export."""
-  path = os.path.join(model_dir, MODEL_INFO_FILENAME)
+def read_model_info(version_dir):
+  """The model_info dict of a version directory; ValueError (one line) when it has none."""
+  name = os.path.join(ASSETS_EXTRA, MODEL_INFO_FILENAME)
+  path = os.path.join(version_dir, name)
   if not os.path.isfile(path):
-    raise ValueError('%s holds no %s: not a model written by export.py'
-                     % (model_dir, MODEL_INFO_FILENAME))
+    before = os.path.isfile(os.path.join(version_dir, MODEL_INFO_FILENAME))
+    raise ValueError('%s holds no %s: not a model written by export.py%s' % (
+        version_dir, name, ' (this export predates numbered versions: export it again)'
+        if before else ''))
   with open(path) as handle:
     try:
       info = json.load(handle)

@@ -1,7 +1,11 @@
 """Classifies one video file with a model written by export.py.
 
-    prediction = predict_video(PredictConfig(model_dir='export/', video='clip.mp4'))
-    prediction.top   # [(label name, class index, probability)], best first
+    prediction = predict_video(PredictConfig(model_dir='models/ucf101', video='clip.mp4'))
+    prediction.top         # [(label name, class index, probability)], best first
+    prediction.model_dir   # 'models/ucf101/2': the highest version, as TF Serving serves
+
+--model_dir is a base directory of numbered versions or one version directory
+(serving.export_layout); model_info.json and labels.txt come from its assets.extra/.
 
 The file goes through the path its model's evaluation data went through, so the model sees
 what eval.py would show it for that video: the converter's per-video work
@@ -24,6 +28,7 @@ from datasets.conversion import shard_writer
 from datasets.inputs import clip_input
 from datasets.dataset_split import DatasetSplit
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
+from serving import export_layout
 from serving.model_info import read_model_info
 from tf_compat import tf
 from core.params import ConfigError, param
@@ -34,7 +39,9 @@ __all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
 @dataclasses.dataclass(frozen=True)
 class PredictConfig:
   """predict.py's parameters."""
-  model_dir: Optional[str] = param(None, 'A directory written by export.py.')
+  model_dir: Optional[str] = param(
+      None, 'export.py\'s --export_dir (its highest version is used, as TF Serving serves '
+      'it) or one version directory in it (<export_dir>/<version>).')
   video: Optional[str] = param(None, 'The video file to classify.')
   top_k: int = param(5, 'How many classes to print.')
   json: bool = param(False, 'Print one JSON object instead of a table.')
@@ -43,15 +50,18 @@ class PredictConfig:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Prediction:
   """probabilities: float32 [num_classes]; top: [(name, index, probability)], best first;
-  num_clips: clips the video was scored with; num_frames: its decoded frames."""
+  num_clips: clips the video was scored with; num_frames: its decoded frames; model_dir:
+  the version directory that scored it."""
   video: str
   probabilities: np.ndarray
   top: list
   num_clips: int
   num_frames: int
+  model_dir: str
 
   def as_dict(self):
-    return {'video': self.video, 'num_frames': self.num_frames, 'num_clips': self.num_clips,
+    return {'video': self.video, 'model': self.model_dir, 'num_frames': self.num_frames,
+            'num_clips': self.num_clips,
             'predictions': [{'label': name, 'index': index, 'probability': probability}
                             for name, index, probability in self.top]}
 
@@ -117,15 +127,17 @@ def predict_video(config):
       raise ConfigError('--%s is required' % flag)
   if config.top_k < 1:
     raise ConfigError('--top_k=%d must be >= 1' % config.top_k)
+  version_dir = export_layout.find_version_dir(config.model_dir)
   try:
-    info = read_model_info(config.model_dir)
-    labels = converted_data.read_labels_file(config.model_dir)
+    info = read_model_info(version_dir)
+    labels = converted_data.read_labels_file(
+        os.path.join(version_dir, export_layout.ASSETS_EXTRA))
   except ValueError as error:
     raise ConfigError('--model_dir=%s: %s' % (config.model_dir, error)) from None
   clips, num_frames = prepare_clips(config.video, info)
-  logits = _logits(config.model_dir, info, clips).astype(np.float64).mean(axis=0)
+  logits = _logits(version_dir, info, clips).astype(np.float64).mean(axis=0)
   exp = np.exp(logits - logits.max())
   probabilities = (exp / exp.sum()).astype(np.float32)
   order = np.argsort(-probabilities, kind='stable')[:config.top_k]
   top = [(labels.get(int(i), str(int(i))), int(i), float(probabilities[i])) for i in order]
-  return Prediction(config.video, probabilities, top, len(clips), num_frames)
+  return Prediction(config.video, probabilities, top, len(clips), num_frames, version_dir)

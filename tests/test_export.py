@@ -1,5 +1,5 @@
-"""export.py as users run it: a SavedModel with labels.txt and model_info.json, or one
-`error:` line."""
+"""export.py as users run it: version 1 of a model TF Serving loads (a SavedModel with
+labels.txt and model_info.json in assets.extra/), or one `error:` line."""
 
 import concurrent.futures
 import json
@@ -31,11 +31,16 @@ def test_export_writes_a_saved_model_or_one_error_line(tmp_path, tmp_path_factor
   good = results['good']
   assert good.returncode == 0, good.stderr
   # 10 frames fill I3D's logits pool in time, so frames stay dynamic; the crop is fixed.
-  assert good.stdout.strip() == 'exported %s to %s (input [None, None, 32, 32, 2])' % (
-      prefix, model_dir)
-  assert sorted(os.listdir(model_dir)) == ['labels.txt', 'model_info.json',
-                                           'saved_model.pb', 'variables']
-  with open(os.path.join(model_dir, 'model_info.json')) as handle:
+  assert good.stdout == (
+      'exported %s to %s (input [None, None, 32, 32, 2]); serve it with: '
+      'tensorflow_model_server --model_base_path=%s --model_name=model\n' % (
+          prefix, os.path.join(model_dir, '1'), model_dir))
+  assert os.listdir(model_dir) == ['1']
+  assert sorted(os.listdir(os.path.join(model_dir, '1'))) == ['assets.extra', 'saved_model.pb',
+                                                             'variables']
+  assert sorted(os.listdir(os.path.join(model_dir, '1', 'assets.extra'))) == [
+      'labels.txt', 'model_info.json']
+  with open(os.path.join(model_dir, '1', 'assets.extra', 'model_info.json')) as handle:
     info = json.load(handle)
   assert info['sampling'] == {'mode': 'eval_frames', 'frames': 10, 'crop_size': 32}
   assert (info['modality'], info['channels'], info['global_step'],

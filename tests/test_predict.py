@@ -1,5 +1,6 @@
 """predict.py as users run it, against evaluation: for a test video, the printed
-probabilities are eval's probabilities for that video (same checkpoint, same sampling)."""
+probabilities are eval's probabilities for that video (same checkpoint, same sampling),
+whether --model_dir is export.py's base directory or the version directory in it."""
 
 import concurrent.futures
 import json
@@ -11,6 +12,7 @@ import pytest
 from evaluation import run
 from evaluation.config import EvalConfig
 from serving.export_model import ExportConfig, export_saved_model
+from serving.predict_video import PredictConfig, predict_video
 from tests import video_testdata as vt
 from tests.test_eval_cli import assert_one_error_line
 from tests.test_eval_cli import run as run_script
@@ -24,8 +26,9 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   sampling = dict(depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP, eval_clips=2,
                   clip_frames=8)
   model_dir = str(tmp_path / 'model')
-  export_saved_model(ExportConfig(checkpoint_path=prefix, model_name='i3d',
-                                  dataset_dir=rgb_dir, export_dir=model_dir, **sampling))
+  version_dir = export_saved_model(ExportConfig(
+      checkpoint_path=prefix, model_name='i3d', dataset_dir=rgb_dir, export_dir=model_dir,
+      **sampling)).version_dir
   video = [v for v in videos['videos'] if v['split'] == 'test'][0]
   path = os.path.join(videos['video_dir'], video['path'])
   text_file = tmp_path / 'notes.mp4'
@@ -52,5 +55,10 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   names = ['MoveDown', 'MoveLeft', 'MoveRight']
   assert [p['label'] for p in printed['predictions']] == [names[i] for i in order]
   assert (printed['num_clips'], printed['num_frames']) == (2, video['num_frames'])
+  assert printed['model'] == version_dir == os.path.join(model_dir, '1')
+
+  from_version = predict_video(PredictConfig(model_dir=version_dir, video=path))
+  assert from_version.as_dict() == printed
+  np.testing.assert_allclose(from_version.probabilities, expected, rtol=0, atol=1e-5)
 
   assert_one_error_line(results['bad'], '--video=%s' % text_file, 'not a video')

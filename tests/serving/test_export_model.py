@@ -1,4 +1,5 @@
-"""serving.export_model: the SavedModel scores clips exactly as evaluation does.
+"""serving.export_model: the SavedModel scores clips exactly as evaluation does, in the
+numbered-version layout TF Serving loads.
 
 References: evaluation's own per-video probabilities (evaluation.run), and the clips of
 the converted records decoded with Pillow and sampled in NumPy (tests/video_testdata).
@@ -12,6 +13,7 @@ import pytest
 
 from evaluation import run
 from evaluation.config import EvalConfig
+from serving import export_model
 from serving.export_model import ExportConfig, export_saved_model
 from serving.model_info import read_model_info
 from tests import video_testdata as vt
@@ -37,9 +39,10 @@ def export_config(rgb_dir, checkpoint, export_dir, **overrides):
   return ExportConfig(**values)
 
 
-def run_signature(model_dir, clips):
+def run_signature(version_dir, clips):
+  """Loads the version as TF Serving does (tag 'serve', signature 'serving_default')."""
   with tf.Graph().as_default(), tf.Session() as sess:
-    meta = tf.saved_model.loader.load(sess, ['serve'], model_dir)
+    meta = tf.saved_model.loader.load(sess, ['serve'], version_dir)
     signature = meta.signature_def['serving_default']
     names = sorted(signature.outputs)
     values = sess.run([signature.outputs[n].name for n in names],
@@ -61,7 +64,8 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
   videos = vt.read_records(rgb_dir)
   clips = np.concatenate([vt.reference_clips(videos[i][1], eval_clips=1, clip_frames=8)
                           for i in evaluated.video_ids])
-  outputs = run_signature(export_dir, clips)
+  assert result.version_dir == os.path.join(export_dir, '1')
+  outputs = run_signature(result.version_dir, clips)
   np.testing.assert_allclose(outputs['probabilities'], evaluated.probabilities(),
                              rtol=0, atol=1e-5)
   np.testing.assert_allclose(outputs['logits'], evaluated.logits, rtol=0, atol=1e-4)
@@ -73,14 +77,14 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
   np.testing.assert_allclose(outputs['top_k_probabilities'],
                              np.take_along_axis(outputs['probabilities'], best, 1))
 
-  info = read_model_info(export_dir)
+  info = read_model_info(result.version_dir)
   assert info == result.info
   assert (info['checkpoint'], info['global_step'], info['moving_averages']) == (prefix, 7, True)
   assert info['input_shape'] == [None, 8, vt.CROP, vt.CROP, 3]  # i3d's pool needs the size
   assert info['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8,
                               'crop_size': vt.CROP}
   assert info['decoding'] == {'short_side': vt.SHORT_SIDE, 'fps': 0.0, 'jpeg_quality': 90}
-  with open(os.path.join(export_dir, 'labels.txt')) as exported, \
+  with open(os.path.join(result.version_dir, 'assets.extra', 'labels.txt')) as exported, \
       open(os.path.join(rgb_dir, 'labels.txt')) as original:
     assert exported.read() == original.read()
 
@@ -96,7 +100,7 @@ def test_dynamic_shapes_where_the_net_allows(rgb_dir, rgb_model, tmp_path):
   clip = np.random.RandomState(1).uniform(-1, 1, [2, 20, vt.CROP, vt.CROP, 3]).astype(
       np.float32)
   expected = vt.reference_logits(rgb_model[2], clip)
-  np.testing.assert_allclose(run_signature(export_dir, clip)['logits'], expected,
+  np.testing.assert_allclose(run_signature(result.version_dir, clip)['logits'], expected,
                              rtol=1e-4, atol=1e-4)
 
 
@@ -104,7 +108,8 @@ def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
   flow_prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'flow')
   cases = [
       (dict(checkpoint_path=str(tmp_path / 'none')), '--checkpoint_path=.* no such checkpoint'),
-      (dict(export_dir=str(tmp_path)), '--export_dir=.* already exists'),
+      (dict(export_dir=str(tmp_path / 'notes.txt')), '--export_dir=.* is a file'),
+      (dict(export_version=-1), '--export_version=-1: a version is a positive integer'),
       (dict(model_name='lenet', depth_multiplier=None), '--model_name=lenet is an image '
                                                         'network'),
       (dict(dataset_dir=str(tmp_path)), '--dataset_dir=.* holds no converted video records'),
@@ -112,8 +117,46 @@ def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
                                           r'--dataset_dir=.* holds rgb records'),
       (dict(top_k=0), '--top_k=0 must be >= 1'),
   ]
+  (tmp_path / 'notes.txt').write_text('')
   for overrides, message in cases:
     config = export_config(rgb_dir, rgb_model[0], tmp_path / 'export')
     with pytest.raises(ConfigError, match=message):
       export_saved_model(dataclasses.replace(config, **overrides))
   assert not os.path.exists(str(tmp_path / 'export'))
+
+
+@pytest.mark.slow
+def test_versions_are_numbered_written_whole_and_never_overwritten(rgb_dir, rgb_model,
+                                                                  tmp_path, monkeypatch):
+  """1, then 2 beside entries TF Serving ignores; a taken version is refused; a failure
+  after the SavedModel is written leaves no version; each version loads as TF Serving
+  loads it."""
+  base = tmp_path / 'models'
+  for name in ('notes', '.tmp-7-1', '12abc'):
+    (base / name).mkdir(parents=True)
+  config = export_config(rgb_dir, rgb_model[0], base, clip_frames=10)
+  first = export_saved_model(config)
+  assert (first.version, first.version_dir) == (1, str(base / '1'))
+  assert sorted(os.listdir(first.version_dir)) == ['assets.extra', 'saved_model.pb',
+                                                   'variables']
+  assert sorted(os.listdir(base / '1' / 'variables')) == ['variables.data-00000-of-00001',
+                                                          'variables.index']
+  assert sorted(os.listdir(base / '1' / 'assets.extra')) == ['labels.txt', 'model_info.json']
+  assert export_saved_model(config).version_dir == str(base / '2')
+  with pytest.raises(ConfigError, match='--export_version=2: .* already exists'):
+    export_saved_model(dataclasses.replace(config, export_version=2))
+
+  written = []
+
+  def fail_after_the_saved_model(directory, info):
+    written.append(sorted(os.listdir(directory)))
+    raise OSError('No space left on device')
+  monkeypatch.setattr(export_model, 'write_model_info', fail_after_the_saved_model)
+  with pytest.raises(OSError, match='No space left'):
+    export_saved_model(config)
+  assert written == [['saved_model.pb', 'variables']]
+  assert sorted(os.listdir(base)) == ['.tmp-7-1', '1', '12abc', '2', 'notes']
+
+  clip = np.zeros([1, 10, vt.CROP, vt.CROP, 3], np.float32)
+  np.testing.assert_allclose(run_signature(str(base / '2'), clip)['logits'],
+                             run_signature(str(base / '1'), clip)['logits'], rtol=0, atol=0)

@@ -54,8 +54,17 @@ def test_a_file_that_is_not_a_readable_video(tmp_path, content, reason):
 
 
 def test_a_directory_that_is_not_an_export(tmp_path):
-  with pytest.raises(ConfigError, match='--model_dir=.* holds no model_info.json: not a model '
-                                        'written by export.py'):
+  with pytest.raises(ConfigError, match='--model_dir=.* holds neither saved_model.pb nor '
+                                        'numbered versions'):
     predict_video(PredictConfig(model_dir=str(tmp_path), video='clip.mp4'))
+  (tmp_path / '1').mkdir()
+  (tmp_path / '1' / 'saved_model.pb').write_bytes(b'')
+  with pytest.raises(ConfigError, match=r'--model_dir=.*: .*1 holds no '
+                                        r'assets.extra/model_info.json: not a model written '
+                                        r'by export.py$'):
+    predict_video(PredictConfig(model_dir=str(tmp_path), video='clip.mp4'))
+  (tmp_path / '1' / 'model_info.json').write_text('{}')   # the layout before versions
+  with pytest.raises(ConfigError, match='predates numbered versions: export it again'):
+    predict_video(PredictConfig(model_dir=str(tmp_path / '1'), video='clip.mp4'))
   with pytest.raises(ConfigError, match='--video is required'):
     predict_video(PredictConfig(model_dir=str(tmp_path)))
