@@ -18,19 +18,19 @@ Two streams: add --fusion --flow_checkpoint_path=FLOW_TRAIN_DIR
 checkpoint once; ends after --max_number_of_steps, the trainer's training_done.json, or
 --watch_timeout seconds without a new checkpoint).
 
-Exit status: 0 done; 1 accuracy below --min_accuracy, or --watch saw no checkpoint;
-2 a usage error (one `error:` line).
+Exit status (core/errors.py, the same table for every entry point): 0 done; 2 a usage
+error; 5 accuracy below --min_accuracy, or --watch saw no checkpoint (one
+`error:` line each).
 """
-
-import sys
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from evaluation import run
 from evaluation.config import EvalConfig
-from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
-                             reject_positional_arguments)
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
 
 define_flags(EvalConfig)
 FLAGS = flags.FLAGS
@@ -38,17 +38,16 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   if reject_positional_arguments(argv):
-    return 2
+    return errors.USAGE
   logging.set_verbosity(logging.INFO)
-  config = config_from_flags(EvalConfig, FLAGS)
   results = []
   try:
+    config = config_from_flags(EvalConfig, FLAGS)
     for result in run.evaluations(config):
       print(run.summary(config, result), flush=True)
       results.append(result)
-  except ConfigError as error:
-    print('error: %s' % error, file=sys.stderr)
-    return 2
+  except errors.EXPECTED as error:
+    return errors.report(error)
   return run.exit_status(config, results)
 
 

@@ -16,18 +16,19 @@ The serving signature takes clips float32 [batch, frames, height, width, channel
 probabilities); see serving/export_model.py. Moving-average weights are exported when the
 checkpoint has them. predict.py reads the directory (or one version of it).
 
-Exit status: 0 exported; 2 a usage error (one `error:` line).
+Exit status (core/errors.py, the same table for every entry point): 0 exported; 2 a usage
+error; 6 the export directory could not be written (one `error:` line each).
 """
 
 import os
-import sys
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from serving.export_model import ExportConfig, export_saved_model
-from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
-                             reject_positional_arguments)
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
 
 define_flags(ExportConfig)
 FLAGS = flags.FLAGS
@@ -35,18 +36,17 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   if reject_positional_arguments(argv):
-    return 2
+    return errors.USAGE
   logging.set_verbosity(logging.INFO)
-  config = config_from_flags(ExportConfig, FLAGS)
   try:
+    config = config_from_flags(ExportConfig, FLAGS)
     result = export_saved_model(config)
-  except ConfigError as error:
-    print('error: %s' % error, file=sys.stderr)
-    return 2
+  except errors.EXPECTED + (OSError,) as error:
+    return errors.report(error)
   print('exported %s to %s (input %s); serve it with: %s' % (
       result.info['checkpoint'], os.path.abspath(result.version_dir),
       result.info['input_shape'], result.serving_command()))
-  return 0
+  return errors.OK
 
 
 if __name__ == '__main__':

@@ -9,19 +9,19 @@ serves it) or one version directory in it; the version used is printed.
 The video is prepared as evaluation prepared its data (decoding, resizing, frame
 sampling, centre crop, [-1, 1] scaling; see serving/predict_video.py).
 
-Exit status: 0 done; 2 a usage error or a file that is not a readable video (one `error:`
-line).
+Exit status (core/errors.py, the same table for every entry point): 0 done; 2 a usage
+error; 3 a file that is not a readable video (one `error:` line each).
 """
 
 import json
-import sys
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags
 
 from serving.predict_video import PredictConfig, predict_video
-from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
-                             reject_positional_arguments)
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
 
 define_flags(PredictConfig)
 FLAGS = flags.FLAGS
@@ -29,13 +29,12 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   if reject_positional_arguments(argv):
-    return 2
-  config = config_from_flags(PredictConfig, FLAGS)
+    return errors.USAGE
   try:
+    config = config_from_flags(PredictConfig, FLAGS)
     prediction = predict_video(config)
-  except ConfigError as error:
-    print('error: %s' % error, file=sys.stderr)
-    return 2
+  except errors.EXPECTED as error:
+    return errors.report(error)
   if config.json:
     print(json.dumps(prediction.as_dict()))
   else:
@@ -44,7 +43,7 @@ def main(argv):
         '' if prediction.num_clips == 1 else 's', prediction.model_dir))
     for rank, (name, _, probability) in enumerate(prediction.top, start=1):
       print('%2d. %-30s %6.2f%%' % (rank, name, 100 * probability))
-  return 0
+  return errors.OK
 
 
 if __name__ == '__main__':

@@ -7,20 +7,20 @@ Flags keep train_image_classifier's names and defaults (see training/config.py f
 differences and why); `--flagfile=configs/...cfg` reads a recipe. In a cluster every
 task runs this same command plus `--ps_hosts --worker_hosts --job_name --task_index`
 (or TF_CONFIG); `python -m deployment.launch_local` starts a whole cluster on this host.
-Exit status: 0 done or stopped by SIGTERM, 2 bad flags, 138 cluster failure
-(docs/cluster.md).
+Exit status (core/errors.py, the same table for every entry point): 0 done or stopped by
+SIGTERM, 2 bad flags, 138 cluster failure (docs/cluster.md).
 """
 
 import os
-import sys
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from training import lifecycle
 from training.config import TrainConfig
-from core.params import (ConfigError, config_from_flags, define_flags, parse_flags,
-                             reject_positional_arguments)
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
 
 define_flags(TrainConfig)
 FLAGS = flags.FLAGS
@@ -28,14 +28,13 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   if reject_positional_arguments(argv):
-    return 2
+    return errors.USAGE
   logging.set_verbosity(logging.INFO)
   try:
     job = lifecycle.resolve_job(config_from_flags(TrainConfig, FLAGS),
                                 os.environ.get('TF_CONFIG'))
-  except ConfigError as error:
-    print('error: %s' % error, file=sys.stderr)
-    return 2
+  except errors.EXPECTED as error:
+    return errors.report(error)
   status = lifecycle.run_job(job)
   if job.task is not None:
     lifecycle.exit_now(status)

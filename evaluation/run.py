@@ -9,7 +9,6 @@ report under --eval_dir (`evaluation.report`).
 """
 
 import dataclasses
-import sys
 
 from absl import logging
 
@@ -20,6 +19,7 @@ from evaluation.video_eval import evaluate_videos
 from checkpoints.watch import watch_checkpoints
 from resolve import names
 from tf_compat import tf
+from core import errors
 from core.params import ConfigError
 
 __all__ = ['VideoRun', 'evaluations', 'evaluate_checkpoint', 'summary', 'exit_status']
@@ -98,15 +98,15 @@ def summary(config, result):
 
 
 def exit_status(config, results):
-  """0, or 1 (after one error line) when nothing was evaluated or accuracy is too low."""
+  """OK, or BELOW_TARGET (after one error line) when nothing was evaluated or accuracy is
+  too low (core/errors.py's table)."""
   if not results:
-    print('error: --watch: no checkpoint appeared in --checkpoint_path=%s within '
-          '--watch_timeout=%g s' % (config.checkpoint_path, config.watch_timeout),
-          file=sys.stderr)
-    return 1
+    errors.print_error('--watch: no checkpoint appeared in --checkpoint_path=%s within '
+                       '--watch_timeout=%g s' % (config.checkpoint_path, config.watch_timeout))
+    return errors.BELOW_TARGET
   accuracy = results[-1].accuracy
   if config.min_accuracy is not None and accuracy < config.min_accuracy:
-    print('error: accuracy %.4f is below --min_accuracy=%.4f'
-          % (accuracy, config.min_accuracy), file=sys.stderr)
-    return 1
-  return 0
+    errors.print_error('accuracy %.4f is below --min_accuracy=%.4f'
+                       % (accuracy, config.min_accuracy))
+    return errors.BELOW_TARGET
+  return errors.OK

@@ -31,6 +31,7 @@ from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
 from serving import export_layout
 from serving.model_info import read_model_info
 from tf_compat import tf
+from core.errors import DataError
 from core.params import ConfigError, param
 
 __all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
@@ -68,6 +69,8 @@ class Prediction:
 
 def _record_file(directory, video, info):
   """Converts the video into one clip record file; -> (path, number of frames)."""
+  if not os.path.isfile(video):
+    raise ConfigError('--video=%s: no such file' % video)
   decoding = info['decoding']
   task = VideoTask(os.path.abspath(video), os.path.basename(video), info['modality'],
                    short_side=decoding['short_side'], fps=decoding['fps'],
@@ -75,7 +78,7 @@ def _record_file(directory, video, info):
   try:
     frames = process_video(task)
   except BadVideo as error:
-    raise ConfigError('--video=%s: %s' % (video, error)) from None
+    raise DataError('--video=%s: %s' % (video, error)) from None
   record = video_records.clip_to_sequence_example(
       frames['frames'], modality=info['modality'], label=0, label_string='',
       video_id=task.video_id, data_path=video, height=frames['height'],
@@ -89,7 +92,7 @@ def prepare_clips(video, info):
   """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
 
   Raises:
-    ConfigError: the file is not a readable video.
+    DataError: the file is not a readable video.
   """
   sampling = info['sampling']
   with tempfile.TemporaryDirectory() as directory:
@@ -121,7 +124,8 @@ def _logits(model_dir, info, clips):
 
 
 def predict_video(config):
-  """Checks config, prepares the video, runs the model; -> Prediction. Raises ConfigError."""
+  """Checks config, prepares the video, runs the model; -> Prediction. Raises ConfigError
+  (a usage mistake) or DataError (a file that is not a readable video)."""
   for flag in ('model_dir', 'video'):
     if not getattr(config, flag):
       raise ConfigError('--%s is required' % flag)

@@ -12,6 +12,7 @@ import pytest
 
 from checkpoints import paths
 from tests import video_testdata as vt
+from core import errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 I3D_FLAGS = ['--model_name=i3d', '--depth_multiplier=%g' % vt.DEPTH,
@@ -37,11 +38,11 @@ def run(script, args):
                         capture_output=True, text=True, timeout=300)
 
 
-def assert_one_error_line(result, *texts):
+def assert_one_error_line(result, *texts, status=errors.USAGE):
   report = 'exit %d\nstdout:\n%s\nstderr:\n%s' % (result.returncode, result.stdout,
                                                   result.stderr)
   assert 'Traceback' not in result.stderr, report
-  assert result.returncode == 2, report
+  assert result.returncode == status, report
   lines = result.stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: '), report
   for text in texts:

@@ -16,6 +16,7 @@ from serving.predict_video import PredictConfig, predict_video
 from tests import video_testdata as vt
 from tests.test_eval_cli import assert_one_error_line
 from tests.test_eval_cli import run as run_script
+from core import errors
 
 
 @pytest.mark.slow
@@ -61,4 +62,5 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   assert from_version.as_dict() == printed
   np.testing.assert_allclose(from_version.probabilities, expected, rtol=0, atol=1e-5)
 
-  assert_one_error_line(results['bad'], '--video=%s' % text_file, 'not a video')
+  assert_one_error_line(results['bad'], '--video=%s' % text_file, 'not a video',
+                        status=errors.DATA)

@@ -9,6 +9,8 @@ task), so the input shards, the DeploymentConfig and the sync optimizer all foll
 cluster. `run_job` runs a parameter server or a worker (or the single process when there
 is no cluster) and turns every outcome into an exit status:
 
+(core/errors.py holds the one table every entry point uses; these are training's rows)
+
     0    finished; or stopped by SIGTERM/SIGINT (the chief saved a checkpoint first); or a
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
@@ -34,6 +36,7 @@ from absl import logging
 
 from deployment import cluster
 from tf_compat import tf
+from core import errors
 from core.params import ConfigError
 from training.session_loop import EXIT_CLUSTER_FAILURE, flush_and_exit as exit_now
 from training.train import train
@@ -41,9 +44,10 @@ from training.train import train
 __all__ = ['Job', 'resolve_job', 'run_job', 'StopSignals', 'exit_now', 'EXIT_OK',
            'EXIT_ERROR', 'EXIT_CONFIG', 'EXIT_CLUSTER_FAILURE']
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_CONFIG = 2
+# core/errors.py's table, under the names this module has always exported.
+EXIT_OK = errors.OK
+EXIT_ERROR = errors.BUG
+EXIT_CONFIG = errors.USAGE
 
 _TELLING = re.compile(r'connect|socket|recvmsg|sendmsg|reset|closed|unavailable|aborted|'
                       r'deadline|restarted', re.IGNORECASE)
@@ -235,9 +239,8 @@ def run_job(job):
   with StopSignals() as stop_event:
     try:
       return _run(job, stop_event)
-    except ConfigError as error:
-      print('error: %s' % error, file=sys.stderr)
-      return EXIT_CONFIG
+    except errors.EXPECTED as error:
+      return errors.report(error)
     except _CLUSTER_ERRORS as error:
       if job.task is None:
         raise

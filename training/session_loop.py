@@ -33,12 +33,13 @@ import time
 
 from absl import logging
 
+from core import errors
 from tf_compat import tf
 
 __all__ = ['LoopTimeouts', 'supervised_train', 'Watchdog', 'EXIT_CLUSTER_FAILURE',
            'flush_and_exit']
 
-EXIT_CLUSTER_FAILURE = 138  # Kubeflow TFJob's ExitCode policy: user-defined retryable.
+EXIT_CLUSTER_FAILURE = errors.CLUSTER  # Kubeflow TFJob's ExitCode policy: user-defined retryable.
 
 LoopOps = collections.namedtuple('LoopOps', [
     'init_op', 'ready_op', 'local_init_op', 'ready_for_local_init_op', 'global_ready_op',

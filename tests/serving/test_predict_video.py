@@ -9,6 +9,7 @@ import pytest
 
 from serving.predict_video import PredictConfig, predict_video, prepare_clips
 from tests import video_testdata as vt
+from core.errors import DataError
 from core.params import ConfigError
 
 
@@ -46,7 +47,8 @@ def test_a_file_that_is_not_a_readable_video(tmp_path, content, reason):
   if content is not None:
     with open(path, 'wb') as handle:
       handle.write(content)
-  with pytest.raises(ConfigError) as error:
+  # A missing path is a usage mistake (2); a file that does not decode is data (3).
+  with pytest.raises(ConfigError if content is None else DataError) as error:
     prepare_clips(path, info('rgb', {'mode': 'eval_frames', 'frames': 4}))
   message = str(error.value)
   assert message.startswith('--video=%s: ' % path) and reason in message
