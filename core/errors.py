@@ -19,7 +19,7 @@ the status of this table, so every entry maps them the same way.
 import sys
 
 __all__ = ['ConfigError', 'DataError', 'EXPECTED', 'OK', 'BUG', 'USAGE', 'DATA', 'INCOMPLETE',
-           'BELOW_TARGET', 'IO', 'CLUSTER', 'TABLE', 'print_error', 'report']
+           'BELOW_TARGET', 'IO', 'CLUSTER', 'TABLE', 'require', 'print_error', 'report']
 
 
 class ConfigError(ValueError):
@@ -29,6 +29,12 @@ class ConfigError(ValueError):
 class DataError(Exception):
   """Data that cannot be read: the message names the file (or video) and how to mend it
   (status 3)."""
+
+
+def require(condition, message):
+  """Raises ConfigError(message) unless `condition`: the one form of every config rule."""
+  if not condition:
+    raise ConfigError(message)
 
 
 # What an entry's main catches and reports; anything else is a bug and keeps its traceback.

@@ -269,3 +269,11 @@ def load_video_split(dataset_name, split_name, dataset_dir, command, num_classes
                        % (os.path.join(dataset_dir, INFO_FILENAME), dataset_name,
                           split.num_classes, dataset_name, num_classes, command))
   return split
+
+
+def check_split_name(dataset_name, split_name, split_names):
+  """Raises DatasetError unless `split_name` is one of `split_names` (listed, sorted)."""
+  if split_name not in split_names:
+    raise DatasetError('split_name %r is not %s %s split; valid splits: %s'
+                       % (split_name, 'an' if dataset_name[0] in 'aeioh' else 'a',
+                          dataset_name, ', '.join(sorted(split_names))))

@@ -36,9 +36,7 @@ def get_split(split_name, dataset_dir):
     DatasetError (a ValueError): unknown split, missing or incomplete converted data, or
       converted data whose sizes are not the fixed split's.
   """
-  if split_name not in SPLITS_TO_SIZES:
-    raise DatasetError('split_name %r is not a digits split; valid splits: %s'
-                       % (split_name, ', '.join(sorted(SPLITS_TO_SIZES))))
+  converted_data.check_split_name(NAME, split_name, SPLITS_TO_SIZES)
   command = convert_command(dataset_dir)
   split = converted_data.load_split(NAME, split_name, dataset_dir, command)
   found = (split.num_samples, split.num_classes, split.num_channels)

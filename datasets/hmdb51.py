@@ -42,11 +42,9 @@ def get_split(split_name, dataset_dir):
     DatasetError (a ValueError): unknown split, missing or incomplete converted data, data
       that is not video, or a class count other than 51.
   """
-  if split_name not in SPLIT_NAMES:
-    raise DatasetError('split_name %r is not an hmdb51 split; valid splits: %s'
-                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = convert_command(dataset_dir)
-  return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)
+  converted_data.check_split_name(NAME, split_name, SPLIT_NAMES)
+  return converted_data.load_video_split(NAME, split_name, dataset_dir,
+                                         convert_command(dataset_dir), NUM_CLASSES)
 
 
 _FILE_RE = re.compile(r'^(?P<class_name>.+)_test_split(?P<split>\d+)\.txt$')

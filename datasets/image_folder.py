@@ -8,7 +8,6 @@ class names (the sub-directory names, sorted) from labels.txt. Create it with:
 """
 
 from datasets import converted_data
-from datasets.dataset_split import DatasetError
 
 NAME = 'image_folder'
 SPLIT_NAMES = ('train', 'test')
@@ -31,8 +30,5 @@ def get_split(split_name, dataset_dir):
   Raises:
     DatasetError (a ValueError): unknown split, or missing or incomplete converted data.
   """
-  if split_name not in SPLIT_NAMES:
-    raise DatasetError('split_name %r is not an image_folder split; valid splits: %s'
-                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = convert_command(dataset_dir)
-  return converted_data.load_split(NAME, split_name, dataset_dir, command)
+  converted_data.check_split_name(NAME, split_name, SPLIT_NAMES)
+  return converted_data.load_split(NAME, split_name, dataset_dir, convert_command(dataset_dir))

@@ -11,7 +11,6 @@ modality and the channel count come from the converted data's dataset_info.json,
 
 from datasets import converted_data
 from datasets.conversion import video_splits
-from datasets.dataset_split import DatasetError
 
 NAME = 'ucf101'
 SPLIT_NAMES = ('train', 'test')
@@ -41,11 +40,9 @@ def get_split(split_name, dataset_dir):
     DatasetError (a ValueError): unknown split, missing or incomplete converted data, data
       that is not video, or a class count other than 101.
   """
-  if split_name not in SPLIT_NAMES:
-    raise DatasetError('split_name %r is not a ucf101 split; valid splits: %s'
-                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = convert_command(dataset_dir)
-  return converted_data.load_video_split(NAME, split_name, dataset_dir, command, NUM_CLASSES)
+  converted_data.check_split_name(NAME, split_name, SPLIT_NAMES)
+  return converted_data.load_video_split(NAME, split_name, dataset_dir,
+                                         convert_command(dataset_dir), NUM_CLASSES)
 
 
 def read_split_lists(splits_dir=None, split=1, **_):

@@ -41,11 +41,9 @@ def get_split(split_name, dataset_dir):
     DatasetError (a ValueError): unknown split, missing or incomplete converted data, or
       data that is not video.
   """
-  if split_name not in SPLIT_NAMES:
-    raise DatasetError('split_name %r is not a video_folder split; valid splits: %s'
-                       % (split_name, ', '.join(sorted(SPLIT_NAMES))))
-  command = convert_command(dataset_dir)
-  return converted_data.load_video_split(NAME, split_name, dataset_dir, command)
+  converted_data.check_split_name(NAME, split_name, SPLIT_NAMES)
+  return converted_data.load_video_split(NAME, split_name, dataset_dir,
+                                         convert_command(dataset_dir))
 
 
 _MAX_LIST_SPLIT = 99  # lists are numbered trainlist01 .. trainlist99

@@ -11,6 +11,7 @@ import os
 from typing import Optional
 
 from checkpoints.paths import resolve_checkpoint
+from core.errors import require
 from core.params import ConfigError
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
@@ -55,36 +56,32 @@ class EvalSetup:
   use_moving_averages: str
 
 
-def _require(condition, message):
-  if not condition:
-    raise ConfigError(message)
-
 
 def _check_numbers(config):
   for name in ('batch_size', 'max_num_batches', 'eval_frames', 'eval_clips', 'clip_frames',
                'eval_image_size', 'max_number_of_steps'):
     value = getattr(config, name)
     if value is not None:
-      _require(value >= 1, '--%s=%d must be >= 1 (or unset)' % (name, value))
-  _require(config.num_preprocessing_threads >= 1, '--num_preprocessing_threads=%d must be '
+      require(value >= 1, '--%s=%d must be >= 1 (or unset)' % (name, value))
+  require(config.num_preprocessing_threads >= 1, '--num_preprocessing_threads=%d must be '
            '>= 1' % config.num_preprocessing_threads)
   if config.depth_multiplier is not None:
-    _require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
+    require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
              % config.depth_multiplier)
   if config.moving_average_decay is not None:
-    _require(0 < config.moving_average_decay < 1, '--moving_average_decay=%r must be in '
+    require(0 < config.moving_average_decay < 1, '--moving_average_decay=%r must be in '
              '(0, 1), e.g. 0.9999' % config.moving_average_decay)
-  _require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s '
+  require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s '
            'is not accepted; valid: %s' % (config.use_moving_averages,
                                           ', '.join(MOVING_AVERAGE_MODES)))
-  _require(config.watch_timeout > 0, '--watch_timeout=%r must be > 0 seconds'
+  require(config.watch_timeout > 0, '--watch_timeout=%r must be > 0 seconds'
            % config.watch_timeout)
-  _require(config.watch_poll_secs > 0, '--watch_poll_secs=%r must be > 0 seconds'
+  require(config.watch_poll_secs > 0, '--watch_poll_secs=%r must be > 0 seconds'
            % config.watch_poll_secs)
 
 
 def _check_names(config):
-  _require(config.checkpoint_path, '--checkpoint_path is required')
+  require(config.checkpoint_path, '--checkpoint_path is required')
   names.network_spec(config.model_name)
   names.dataset_entry(config.dataset_name)
 
@@ -93,7 +90,7 @@ def _refuse_unused(config, names, why):
   defaults = EvalConfig()
   for name in names:
     value = getattr(config, name)
-    _require(value == getattr(defaults, name), '--%s=%s %s' % (name, value, why))
+    require(value == getattr(defaults, name), '--%s=%s %s' % (name, value, why))
 
 
 def network_kwargs(config):
@@ -120,7 +117,7 @@ def _checkpoint(config, flag):
   path = getattr(config, flag)
   if not config.watch:
     return resolve_checkpoint(path, flag)
-  _require(not os.path.exists(path) or os.path.isdir(path), '--watch follows a training '
+  require(not os.path.exists(path) or os.path.isdir(path), '--watch follows a training '
            'directory, but --%s=%s is a file; give the directory (or drop --watch)'
            % (flag, path))
   return None
@@ -130,23 +127,23 @@ def _streams(config, split):
   first = Stream(split.modality or 'image', split, _checkpoint(config, 'checkpoint_path'),
                  'checkpoint_path', 'dataset_dir=%s' % config.dataset_dir)
   if not config.fusion:
-    _require(not (config.flow_checkpoint_path or config.flow_dataset_dir),
+    require(not (config.flow_checkpoint_path or config.flow_dataset_dir),
              '--flow_checkpoint_path and --flow_dataset_dir are for two-stream evaluation; '
              'add --fusion (or evaluate the flow model with --checkpoint_path and '
              '--dataset_dir)')
     return (first,)
-  _require(not config.watch, '--fusion with --watch is not supported: watch each stream\'s '
+  require(not config.watch, '--fusion with --watch is not supported: watch each stream\'s '
            'training directory on its own, then fuse the chosen checkpoints')
   for flag in ('flow_checkpoint_path', 'flow_dataset_dir'):
-    _require(getattr(config, flag), '--fusion needs --%s (the flow stream)' % flag)
-  _require(split.modality == 'rgb', '--fusion: --dataset_dir=%s holds %s records; give the '
+    require(getattr(config, flag), '--fusion needs --%s (the flow stream)' % flag)
+  require(split.modality == 'rgb', '--fusion: --dataset_dir=%s holds %s records; give the '
            'rgb records there and the flow records in --flow_dataset_dir'
            % (config.dataset_dir, split.modality))
   flow_split = names.dataset_split(config.dataset_name, config.dataset_split_name,
                                    config.flow_dataset_dir, 'flow_dataset_dir', True)
-  _require(flow_split.modality == 'flow', '--fusion: --flow_dataset_dir=%s holds %s records, '
+  require(flow_split.modality == 'flow', '--fusion: --flow_dataset_dir=%s holds %s records, '
            'not flow' % (config.flow_dataset_dir, flow_split.modality))
-  _require(flow_split.labels_to_names == split.labels_to_names, '--fusion: the classes of '
+  require(flow_split.labels_to_names == split.labels_to_names, '--fusion: the classes of '
            '--flow_dataset_dir=%s (labels.txt) differ from those of --dataset_dir=%s'
            % (config.flow_dataset_dir, config.dataset_dir))
   second = Stream('flow', flow_split, _checkpoint(config, 'flow_checkpoint_path'),
@@ -166,13 +163,13 @@ def check_eval_config(config):
   if is_video:
     _refuse_unused(config, _IMAGE_ONLY, 'applies to image datasets; --dataset_name=%s holds '
                    'videos' % config.dataset_name)
-    _require(not (config.moving_average_decay and config.use_moving_averages == 'false'),
+    require(not (config.moving_average_decay and config.use_moving_averages == 'false'),
              '--moving_average_decay asks for the averaged weights, --use_moving_averages='
              'false for the raw ones: give one')
   else:
     _refuse_unused(config, _VIDEO_ONLY + ('fusion', 'use_moving_averages'), 'applies to '
                    'video datasets; --dataset_name=%s holds images' % config.dataset_name)
-  _require(config.labels_offset >= 0 and config.labels_offset < split.num_classes,
+  require(config.labels_offset >= 0 and config.labels_offset < split.num_classes,
            '--labels_offset=%d must be in 0..%d' % (config.labels_offset,
                                                     split.num_classes - 1))
   num_classes = split.num_classes - config.labels_offset

@@ -6,6 +6,7 @@ would be accepted.
 
 import os
 
+from core.errors import require
 from core.params import ConfigError
 from datasets import dataset_factory
 from nets import nets_factory
@@ -16,16 +17,12 @@ __all__ = ['IMAGE', 'VIDEO', 'network_spec', 'dataset_entry', 'convert_command',
 IMAGE, VIDEO = dataset_factory.IMAGE, dataset_factory.VIDEO
 
 
-def _require(condition, message):
-  if not condition:
-    raise ConfigError(message)
-
 
 def _known(kind, flag, name, valid_names):
   """`name`, checked present and among `valid_names` (one wording for every registry)."""
   valid = ', '.join(valid_names)
-  _require(name, '--%s is required; valid: %s' % (flag, valid))
-  _require(name in valid_names, '--%s=%s is not a known %s; valid: %s'
+  require(name, '--%s is required; valid: %s' % (flag, valid))
+  require(name in valid_names, '--%s=%s is not a known %s; valid: %s'
            % (flag, name, kind, valid))
   return name
 
@@ -52,8 +49,8 @@ def dataset_split(dataset_name, split_name, dataset_dir, flag='dataset_dir',
   """get_dataset, its errors turned into one line naming the flag at fault; a missing
   directory names the convert command that fits the dataset."""
   command = convert_command(dataset_name, dataset_dir)
-  _require(dataset_dir, '--%s is required: a directory written by %s' % (flag, command))
-  _require(os.path.isdir(dataset_dir), '--%s=%s does not exist; create it with %s'
+  require(dataset_dir, '--%s is required: a directory written by %s' % (flag, command))
+  require(os.path.isdir(dataset_dir), '--%s=%s does not exist; create it with %s'
            % (flag, dataset_dir, command))
   try:
     split = dataset_factory.get_dataset(dataset_name, split_name, dataset_dir)
@@ -61,7 +58,7 @@ def dataset_split(dataset_name, split_name, dataset_dir, flag='dataset_dir',
     bad = ('dataset_split_name=%s' % split_name if 'split' in str(error).split(';')[0]
            else '%s=%s' % (flag, dataset_dir))
     raise ConfigError('--%s: %s' % (bad, error)) from None
-  _require(not need_examples or split.num_samples > 0, '--%s=%s: the %s split holds no %s; '
+  require(not need_examples or split.num_samples > 0, '--%s=%s: the %s split holds no %s; '
            'use a split with data' % (flag, dataset_dir, split_name,
                                       'videos' if split.kind == VIDEO else 'examples'))
   return split
@@ -75,11 +72,11 @@ def check_network_takes(spec, model_name, dataset_name, split):
                 if nets_factory.get_network_spec(n).default_num_frames is not None]
   image_nets = [n for n in nets_factory.list_networks() if n not in video_nets]
   if kind == VIDEO:
-    _require(spec.default_num_frames is not None, '--model_name=%s is an image network, but '
+    require(spec.default_num_frames is not None, '--model_name=%s is an image network, but '
              '--dataset_name=%s holds %s videos; use a video network: %s'
              % (model_name, dataset_name, split.modality, ', '.join(video_nets)))
   else:
-    _require(spec.default_num_frames is None, '--model_name=%s takes video clips, but '
+    require(spec.default_num_frames is None, '--model_name=%s takes video clips, but '
              '--dataset_name=%s holds images; use an image network (%s) or a video dataset '
              '(%s)' % (model_name, dataset_name, ', '.join(image_nets),
                        ', '.join(dataset_factory.list_datasets(dataset_factory.VIDEO))))

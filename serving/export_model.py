@@ -42,6 +42,7 @@ from nets import nets_factory
 from serving import export_layout
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
+from core.errors import require
 from core.params import ConfigError, param
 
 __all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
@@ -90,18 +91,14 @@ class ExportResult:
         base, os.path.basename(base))
 
 
-def _require(condition, message):
-  if not condition:
-    raise ConfigError(message)
-
 
 def _read_records_info(dataset_dir):
   """-> (dataset_info dict, {label: name}, decoding settings of the converter)."""
-  _require(dataset_dir, '--dataset_dir is required: the converted records (labels.txt, '
+  require(dataset_dir, '--dataset_dir is required: the converted records (labels.txt, '
            'modality, decoding settings)')
   try:
     info = converted_data.read_dataset_info(dataset_dir)
-    _require(info is not None and info.get('modality'), '--dataset_dir=%s holds no '
+    require(info is not None and info.get('modality'), '--dataset_dir=%s holds no '
              'converted video records (no dataset_info.json with a modality)' % dataset_dir)
     labels = converted_data.read_labels_file(dataset_dir)
   except ValueError as error:
@@ -124,14 +121,14 @@ def _check(config):
     ConfigError: the first mistake found.
   """
   for flag in ('checkpoint_path', 'export_dir'):
-    _require(getattr(config, flag), '--%s is required' % flag)
-  _require(names.network_spec(config.model_name).default_num_frames is not None,
+    require(getattr(config, flag), '--%s is required' % flag)
+  require(names.network_spec(config.model_name).default_num_frames is not None,
            '--model_name=%s is an image network; export.py exports video networks'
            % config.model_name)
-  _require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s is '
+  require(config.use_moving_averages in MOVING_AVERAGE_MODES, '--use_moving_averages=%s is '
            'not accepted; valid: %s' % (config.use_moving_averages,
                                        ', '.join(MOVING_AVERAGE_MODES)))
-  _require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
+  require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
   version = export_layout.choose_version(config.export_dir, config.export_version)
   checkpoint = resolve_checkpoint(config.checkpoint_path)
   info, labels, settings = _read_records_info(config.dataset_dir)

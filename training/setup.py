@@ -8,6 +8,7 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 import dataclasses
 
 from checkpoints import paths, restore
+from core.errors import require
 from core.params import ConfigError
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy
@@ -34,31 +35,27 @@ class TrainSetup:
   resume_checkpoint: object    # latest checkpoint already in train_dir, or None
 
 
-def _require(condition, message):
-  if not condition:
-    raise ConfigError(message)
-
 
 def _check_positive_ints(config):
   for name in ('batch_size', 'num_clones', 'worker_replicas', 'replicas_to_aggregate',
                'num_readers', 'num_preprocessing_threads'):
     value = getattr(config, name)
-    _require(value >= 1, '--%s=%d must be >= 1' % (name, value))
+    require(value >= 1, '--%s=%d must be >= 1' % (name, value))
   for name in ('num_ps_tasks', 'task', 'log_every_n_steps', 'save_summaries_secs',
                'save_interval_secs', 'labels_offset'):
     value = getattr(config, name)
-    _require(value >= 0, '--%s=%d must be >= 0' % (name, value))
+    require(value >= 0, '--%s=%d must be >= 0' % (name, value))
   if config.max_number_of_steps is not None:
-    _require(config.max_number_of_steps >= 1,
+    require(config.max_number_of_steps >= 1,
              '--max_number_of_steps=%d must be >= 1 (or unset to train until stopped)'
              % config.max_number_of_steps)
 
 
 def _check_replicas(config):
-  _require(config.task < config.worker_replicas,
+  require(config.task < config.worker_replicas,
            '--task=%d must be less than --worker_replicas=%d'
            % (config.task, config.worker_replicas))
-  _require(config.replicas_to_aggregate <= config.worker_replicas,
+  require(config.replicas_to_aggregate <= config.worker_replicas,
            '--replicas_to_aggregate=%d must be <= --worker_replicas=%d (workers whose '
            'gradients one synchronous step waits for)'
            % (config.replicas_to_aggregate, config.worker_replicas))
@@ -66,58 +63,58 @@ def _check_replicas(config):
 
 def _check_optimizer(config):
   names = sorted(optimization.OPTIMIZERS)
-  _require(config.optimizer in optimization.OPTIMIZERS,
+  require(config.optimizer in optimization.OPTIMIZERS,
            '--optimizer=%s is not known; valid: %s' % (config.optimizer, ', '.join(names)))
   for name in ('learning_rate', 'opt_epsilon'):
     value = getattr(config, name)
-    _require(optimization.is_finite_positive(value), '--%s=%r must be > 0' % (name, value))
+    require(optimization.is_finite_positive(value), '--%s=%r must be > 0' % (name, value))
   for name in ('momentum', 'rmsprop_momentum', 'rmsprop_decay', 'adam_beta1', 'adam_beta2',
                'adadelta_rho', 'label_smoothing'):
     value = getattr(config, name)
-    _require(0.0 <= value < 1.0, '--%s=%r must be in [0, 1)' % (name, value))
+    require(0.0 <= value < 1.0, '--%s=%r must be in [0, 1)' % (name, value))
   _check_optimizer_specifics(config)
   if config.weight_decay is not None:
-    _require(config.weight_decay >= 0, '--weight_decay=%r must be >= 0 (or unset for the '
+    require(config.weight_decay >= 0, '--weight_decay=%r must be >= 0 (or unset for the '
              'network default)' % config.weight_decay)
   if config.moving_average_decay is not None:
-    _require(0.0 < config.moving_average_decay < 1.0, '--moving_average_decay=%r must be '
+    require(0.0 < config.moving_average_decay < 1.0, '--moving_average_decay=%r must be '
              'in (0, 1), e.g. 0.9999' % config.moving_average_decay)
-  _require(config.clip_gradient_norm >= 0, '--clip_gradient_norm=%r must be >= 0 (0 = off)'
+  require(config.clip_gradient_norm >= 0, '--clip_gradient_norm=%r must be >= 0 (0 = off)'
            % config.clip_gradient_norm)
-  _require(0.0 <= config.gpu_memory_fraction <= 1.0, '--gpu_memory_fraction=%r must be '
+  require(0.0 <= config.gpu_memory_fraction <= 1.0, '--gpu_memory_fraction=%r must be '
            'in [0, 1] (0 = no cap)' % config.gpu_memory_fraction)
 
 
 def _check_optimizer_specifics(config):
   """Hyper-parameters tf.train optimizers would reject deep inside graph building."""
-  _require(config.adagrad_initial_accumulator_value > 0,
+  require(config.adagrad_initial_accumulator_value > 0,
            '--adagrad_initial_accumulator_value=%r must be > 0'
            % config.adagrad_initial_accumulator_value)
-  _require(config.ftrl_learning_rate_power <= 0, '--ftrl_learning_rate_power=%r must be '
+  require(config.ftrl_learning_rate_power <= 0, '--ftrl_learning_rate_power=%r must be '
            '<= 0 (e.g. -0.5)' % config.ftrl_learning_rate_power)
   for name in ('ftrl_initial_accumulator_value', 'ftrl_l1', 'ftrl_l2'):
     value = getattr(config, name)
-    _require(value >= 0, '--%s=%r must be >= 0' % (name, value))
+    require(value >= 0, '--%s=%r must be >= 0' % (name, value))
 
 
 def _check_learning_rate(config):
   kind = config.learning_rate_decay_type
   names = sorted(optimization.LEARNING_RATE_SCHEDULES)
-  _require(kind in optimization.LEARNING_RATE_SCHEDULES,
+  require(kind in optimization.LEARNING_RATE_SCHEDULES,
            '--learning_rate_decay_type=%s is not known; valid: %s' % (kind, ', '.join(names)))
-  _require(config.warmup_epochs >= 0, '--warmup_epochs=%r must be >= 0' % config.warmup_epochs)
+  require(config.warmup_epochs >= 0, '--warmup_epochs=%r must be >= 0' % config.warmup_epochs)
   if kind in ('exponential', 'polynomial'):
-    _require(config.num_epochs_per_decay > 0, '--num_epochs_per_decay=%r must be > 0'
+    require(config.num_epochs_per_decay > 0, '--num_epochs_per_decay=%r must be > 0'
              % config.num_epochs_per_decay)
   if kind == 'exponential':
-    _require(0 < config.learning_rate_decay_factor <= 1, '--learning_rate_decay_factor=%r '
+    require(0 < config.learning_rate_decay_factor <= 1, '--learning_rate_decay_factor=%r '
              'must be in (0, 1]' % config.learning_rate_decay_factor)
   if kind in ('polynomial', 'cosine'):
-    _require(0 <= config.end_learning_rate <= config.learning_rate,
+    require(0 <= config.end_learning_rate <= config.learning_rate,
              '--end_learning_rate=%r must be in [0, --learning_rate=%r]'
              % (config.end_learning_rate, config.learning_rate))
   if kind == 'cosine':
-    _require(config.max_number_of_steps is not None,
+    require(config.max_number_of_steps is not None,
              '--learning_rate_decay_type=cosine needs --max_number_of_steps (the schedule '
              'ends there)')
   if kind == 'piecewise':
@@ -125,13 +122,13 @@ def _check_learning_rate(config):
 
 
 def _check_piecewise(boundaries, values):
-  _require(len(values) == len(boundaries) + 1,
+  require(len(values) == len(boundaries) + 1,
            '--learning_rate_values needs one more value than --learning_rate_boundaries '
            '(got %d values for %d boundaries)' % (len(values), len(boundaries)))
-  _require(all(b > 0 for b in boundaries) and list(boundaries) == sorted(set(boundaries)),
+  require(all(b > 0 for b in boundaries) and list(boundaries) == sorted(set(boundaries)),
            '--learning_rate_boundaries=%s must be increasing positive global steps'
            % ','.join(str(b) for b in boundaries))
-  _require(all(v > 0 for v in values), '--learning_rate_values=%s must all be > 0'
+  require(all(v > 0 for v in values), '--learning_rate_values=%s must all be > 0'
            % ','.join(str(v) for v in values))
 
 
@@ -142,10 +139,10 @@ def _check_input_flags(config, kind):
                   'repeat_first_frame': config.repeat_first_frame,
                   'norandom_flip': not config.random_flip}
     for flag, is_set in video_only.items():
-      _require(not is_set, '--%s is for video datasets; --dataset_name=%s holds images '
+      require(not is_set, '--%s is for video datasets; --dataset_name=%s holds images '
                '(their preprocessing decides flips)' % (flag, config.dataset_name))
   else:
-    _require(config.preprocessing_name is None, '--preprocessing_name=%s is for image '
+    require(config.preprocessing_name is None, '--preprocessing_name=%s is for image '
              'datasets; video clips are cropped and scaled by datasets/inputs/clip_input.py'
              % config.preprocessing_name)
 
@@ -154,12 +151,12 @@ def _input_settings(config, spec, kind):
   """InputSettings of one clone's training batches, from the flags and the network."""
   image_size = (spec.default_image_size if config.train_image_size is None
                 else config.train_image_size)
-  _require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
+  require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
   clip_frames = None
   if kind == names.VIDEO:
     clip_frames = (spec.default_num_frames if config.clip_frames is None
                    else config.clip_frames)
-    _require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
+    require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
   return InputSettings(
       batch_size=config.batch_size, image_size=image_size, num_readers=config.num_readers,
       num_parallel_calls=config.num_preprocessing_threads,
@@ -177,10 +174,10 @@ def _network_kwargs(config, dataset):
             for name in ('use_batch_norm', 'dropout_keep_prob', 'depth_multiplier')
             if getattr(config, name) is not None}
   if config.dropout_keep_prob is not None:
-    _require(0.0 < config.dropout_keep_prob <= 1.0, '--dropout_keep_prob=%r must be in '
+    require(0.0 < config.dropout_keep_prob <= 1.0, '--dropout_keep_prob=%r must be in '
              '(0, 1]' % config.dropout_keep_prob)
   if config.depth_multiplier is not None:
-    _require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
+    require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
              % config.depth_multiplier)
   try:
     nets_factory.get_network_fn(config.model_name, dataset.num_classes,
@@ -214,7 +211,7 @@ def _deploy_config(config):
 
 def check_train_config(config):
   """Checks every rule and resolves names; returns a TrainSetup. Raises ConfigError."""
-  _require(config.train_dir, '--train_dir is required: where checkpoints and summaries go')
+  require(config.train_dir, '--train_dir is required: where checkpoints and summaries go')
   _check_positive_ints(config)
   _check_replicas(config)
   _check_optimizer(config)
@@ -226,7 +223,7 @@ def check_train_config(config):
                                 config.dataset_dir)
   kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
   _check_input_flags(config, kind)
-  _require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
+  require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None
   if config.checkpoint_path:
