@@ -11,9 +11,11 @@ Then `make demo`'s first command (the digits conversion) and the local launcher'
 `--help` must run from the repository root, and every installed package must be pinned
 in constraints.txt at the installed version (the lock leaves nothing to chance).
 
-With pip's cache the three tests take 1 to 1.5 minutes on 2 busy cores (the install about
-30 s, removing the venv 10 to 30 s). They need the package index; without it they fail
-and say so (a machine that cannot install the requirements cannot run the project).
+With pip's cache the three tests take 1 to 2 minutes on 2 busy cores: the install about
+30 s, the conversion 10 to 15 s, removing the 1.9 GB venv 10 to 60 s (this disk is
+mounted with discard, and other work shares it). They need the package index; without
+it they fail and say so (a machine that cannot install the requirements cannot run the
+project).
 """
 
 import json
