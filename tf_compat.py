@@ -17,7 +17,11 @@ Importing this module, once, does three things:
    uses, but tf-keras ships those modules as `tf_keras.src.legacy_tf_layers.*`. We
    register the shipped modules under the expected names in `sys.modules`. The fix in
    tf-slim's repository was never released (google-research/tf-slim#24). tf-keras must
-   be installed at TensorFlow's minor version (both pinned in requirements.txt).
+   be installed at TensorFlow's minor version. It is pinned in requirements-tfkeras.txt,
+   not requirements.txt, and installed on its own with
+   `pip install --no-deps -r requirements-tfkeras.txt` (`make setup` does it): tf-keras
+   declares a dependency on the `tensorflow` wheel, which pip would install on top of
+   `tensorflow-cpu`, two packages writing the same files.
    tf-slim also refers to `tensorflow.python.framework.ops.Tensor`, which TF 2.21 removed
    (fused batch norm on 2-D inputs, `multiply_gradients`, `optimize_loss`,
    `constant_value`); we point that name back at `tf.Tensor`.
@@ -48,8 +52,8 @@ def _alias_tf_keras_legacy_layers():
     package = importlib.import_module('tf_keras.src.legacy_tf_layers')
   except ImportError as error:
     raise ImportError(
-        'tf-keras is required by tf-slim on TensorFlow >= 2.13; install the version in '
-        'requirements.txt (tf-keras of the same minor version as TensorFlow)') from error
+        'tf-keras is required by tf-slim on TensorFlow >= 2.13; install it with '
+        '`pip install --no-deps -r requirements-tfkeras.txt`') from error
   sys.modules['tf_keras.legacy_tf_layers'] = package
   for name in _LEGACY_LAYER_MODULES:
     module = importlib.import_module('tf_keras.src.legacy_tf_layers.' + name)

@@ -34,6 +34,7 @@ from absl import app, flags
 
 import portpicker
 
+from core.params import parse_flags
 from deployment.netns import NamespaceUnavailable, PrivateNetwork
 
 __all__ = ['LocalCluster', 'Task', 'CLUSTER_FLAGS']
@@ -354,14 +355,6 @@ def main(argv):
   return status
 
 
-def _parse_flags(argv):
-  try:
-    return FLAGS(argv)
-  except flags.Error as error:
-    print('error: %s' % error, file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == '__main__':
   _define_flags()
-  app.run(main, flags_parser=_parse_flags)
+  app.run(main, flags_parser=parse_flags)
