@@ -68,7 +68,7 @@ stress: setup
 # Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
 bench: setup
 	$(PY) benchmarks/clones.py
-	$(PY) benchmarks/input_pipeline.py
+	$(PY) -m benchmarks.input_pipeline
 	$(PY) benchmarks/cluster.py
 
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
