@@ -67,7 +67,7 @@ stress: setup
 
 # Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
 bench: setup
-	$(PY) benchmarks/clones.py
+	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
 	$(PY) benchmarks/cluster.py
 
