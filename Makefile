@@ -69,11 +69,11 @@ stress: setup
 bench: setup
 	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
-	$(PY) benchmarks/cluster.py
+	$(PY) -m benchmarks.cluster
 
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
 bench-cluster: setup
-	$(PY) benchmarks/cluster.py
+	$(PY) -m benchmarks.cluster
 
 clean:
 	rm -rf runs .pytest_cache
