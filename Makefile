@@ -63,7 +63,7 @@ test-fast: setup
 # The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
 # both cores kept busy beside them; failures and leaked processes per test (about 95 minutes).
 stress: setup
-	$(PY) benchmarks/stress.py
+	$(PY) -m benchmarks.stress
 
 # Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
 bench: setup
