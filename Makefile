@@ -126,17 +126,17 @@ test-fast: setup
 # The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
 # both cores kept busy beside them; failures and leaked processes per test (about 95 minutes).
 stress: setup
-	$(PY) benchmarks/stress.py
+	$(PY) -m benchmarks.stress
 
 # Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
 bench: setup
-	$(PY) benchmarks/clones.py
-	$(PY) benchmarks/input_pipeline.py
-	$(PY) benchmarks/cluster.py
+	$(PY) -m benchmarks.clones
+	$(PY) -m benchmarks.input_pipeline
+	$(PY) -m benchmarks.cluster
 
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
 bench-cluster: setup
-	$(PY) benchmarks/cluster.py
+	$(PY) -m benchmarks.cluster
 
 clean:
 	rm -rf runs .pytest_cache

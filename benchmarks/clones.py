@@ -1,7 +1,7 @@
 """Cloning overhead: examples/sec of one train step at a FIXED global batch, 1 vs N clones.
 
-    python benchmarks/clones.py                    # cifarnet, global batch 128, 1 vs 2
-    python benchmarks/clones.py --model_name=lenet --global_batch=256 --rounds=5
+    python -m benchmarks.clones                    # cifarnet, global batch 128, 1 vs 2
+    python -m benchmarks.clones --model_name=lenet --global_batch=256 --rounds=5
 
 Inputs are synthetic (a fixed random batch repeated by tf.data, drawn through the same
 per-clone iterator path as training), so the figure measures model_deploy, not decoding.
@@ -13,36 +13,61 @@ same machine state. This machine's run-to-run noise is about +-15 %, more than t
 effect measured, so the figure that counts is the median over rounds of the per-round
 ratio (each configuration against the baseline measured right before it), after one
 discarded warm-up measurement. Prints one JSON line per configuration and a summary.
+Run from the repository root. Exit status: 0 done, 2 bad flags (one `error:` line).
 """
 
+import dataclasses
 import json
 import os
 import platform
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+from absl import app, flags
+import numpy as np
 
-import tf_compat  # pylint: disable=wrong-import-position,unused-import
-from absl import app, flags  # pylint: disable=wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
+from core import errors
+from core.params import (config_from_flags, define_flags, param, parse_flags,
+                         reject_positional_arguments)
+from deployment import model_deploy
+from deployment.session_config import make_session_config
+from nets import nets_factory
+from resolve import names
+from tf_compat import tf
 
-from deployment import model_deploy  # pylint: disable=wrong-import-position
-from deployment.session_config import make_session_config  # pylint: disable=wrong-import-position
-from nets import nets_factory  # pylint: disable=wrong-import-position
-from tf_compat import tf  # pylint: disable=wrong-import-position
 
-flags.DEFINE_string('model_name', 'cifarnet', 'Network from the nets registry.')
-flags.DEFINE_integer('global_batch', 128, 'Examples per step, split over the clones.')
-flags.DEFINE_list('num_clones', ['1', '2'], 'Clone counts to compare; the first is the '
-                  'baseline.')
-flags.DEFINE_integer('channels', 3, 'Input channels.')
-flags.DEFINE_integer('num_classes', 10, 'Classes of the synthetic labels.')
-flags.DEFINE_integer('warmup_steps', 5, 'Untimed steps per measurement.')
-flags.DEFINE_integer('steps', 30, 'Timed steps per measurement.')
-flags.DEFINE_integer('rounds', 7, 'Alternating rounds; medians are reported.')
+@dataclasses.dataclass(frozen=True)
+class ClonesSettings:
+  """What the cloning benchmark compares; `check_settings` holds its rule."""
+  # Model and batch.
+  model_name: str = param('cifarnet', 'Network from the nets registry.')
+  global_batch: int = param(128, 'Examples per step, split over the clones.')
+  num_clones: tuple[int, ...] = param((1, 2), 'Clone counts to compare; the first is the '
+                                      'baseline.')
+  channels: int = param(3, 'Input channels.')
+  num_classes: int = param(10, 'Classes of the synthetic labels.')
+  # Timing.
+  warmup_steps: int = param(5, 'Untimed steps per measurement.')
+  steps: int = param(30, 'Timed steps per measurement.')
+  rounds: int = param(7, 'Alternating rounds; medians are reported.')
+
+
+define_flags(ClonesSettings)
 FLAGS = flags.FLAGS
+
+
+def check_settings(settings):
+  """Returns `settings` if the network is known and every clone count splits the global
+  batch; else ConfigError naming the flag."""
+  names.network_spec(settings.model_name)
+  if not settings.num_clones:
+    raise errors.ConfigError('--num_clones is empty: give the clone counts, e.g. 1,2')
+  for n in settings.num_clones:
+    if n < 1 or settings.global_batch % n:
+      raise errors.ConfigError('--global_batch=%d must split evenly over %d clones (from '
+                               '--num_clones)' % (settings.global_batch, n))
+  return settings
 
 
 def _build(model_name, num_clones, global_batch, channels, num_classes):
@@ -73,37 +98,46 @@ def _build(model_name, num_clones, global_batch, channels, num_classes):
   return graph, deployed.train_op, init, config
 
 
-def _measure(model_name, num_clones):
-  """examples/sec over FLAGS.steps steps after FLAGS.warmup_steps."""
-  graph, train_op, init, config = _build(model_name, num_clones, FLAGS.global_batch,
-                                         FLAGS.channels, FLAGS.num_classes)
+def measure(settings, num_clones):
+  """examples/sec over settings.steps steps after settings.warmup_steps."""
+  graph, train_op, init, config = _build(settings.model_name, num_clones,
+                                         settings.global_batch, settings.channels,
+                                         settings.num_classes)
   with tf.Session(graph=graph, config=make_session_config(config)) as sess:
     sess.run(init)
-    for _ in range(FLAGS.warmup_steps):
+    for _ in range(settings.warmup_steps):
       sess.run(train_op)
     start = time.perf_counter()
-    for _ in range(FLAGS.steps):
+    for _ in range(settings.steps):
       sess.run(train_op)
     elapsed = time.perf_counter() - start
-  return FLAGS.steps * FLAGS.global_batch / elapsed
+  return settings.steps * settings.global_batch / elapsed
 
 
 def main(argv):
-  del argv
-  clone_counts = [int(n) for n in FLAGS.num_clones]
-  for n in clone_counts:
-    if n < 1 or FLAGS.global_batch % n:
-      raise app.UsageError('--global_batch=%d must split evenly over %d clones'
-                           % (FLAGS.global_batch, n))
-  _measure(FLAGS.model_name, clone_counts[0])  # Warm-up: the first run is always slow.
+  if reject_positional_arguments(argv):
+    return errors.USAGE
+  try:
+    settings = check_settings(config_from_flags(ClonesSettings, FLAGS))
+  except errors.ConfigError as error:
+    return errors.report(error)
+  compare(settings)
+  return errors.OK
+
+
+def compare(settings):
+  """Measures every clone count once per round after one warm-up measurement; prints one
+  JSON line per clone count (medians, ratios to the first count) and a machine line."""
+  clone_counts = settings.num_clones
+  measure(settings, clone_counts[0])  # Warm-up: the first run is always slow.
   samples = {n: [] for n in clone_counts}
-  for _ in range(FLAGS.rounds):
+  for _ in range(settings.rounds):
     for n in clone_counts:
-      samples[n].append(_measure(FLAGS.model_name, n))
+      samples[n].append(measure(settings, n))
   baseline = samples[clone_counts[0]]
   for n in clone_counts:
     ratios = [s / b for s, b in zip(samples[n], baseline)]
-    print(json.dumps({'model': FLAGS.model_name, 'global_batch': FLAGS.global_batch,
+    print(json.dumps({'model': settings.model_name, 'global_batch': settings.global_batch,
                       'num_clones': n,
                       'examples_per_sec': round(statistics.median(samples[n]), 1),
                       'rounds': [round(s, 1) for s in samples[n]],
@@ -114,4 +148,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

@@ -1,8 +1,8 @@
 """Parameter-server scaling: whole-job examples/sec, 1 ps + 1 worker vs 1 ps + 2 workers.
 
-    python benchmarks/cluster.py                  # cifarnet on digits, batch 128, async
-    python benchmarks/cluster.py --batch_size=64 --steps_per_worker=120 --warmup_steps=30
-    python benchmarks/cluster.py --sync           # synchronous, replicas_to_aggregate = 2
+    python -m benchmarks.cluster                  # cifarnet on digits, batch 128, async
+    python -m benchmarks.cluster --batch_size=64 --steps_per_worker=120 --warmup_steps=30
+    python -m benchmarks.cluster --sync           # synchronous, replicas_to_aggregate = 2
 
 The batch matters: every step moves all variables (cifarnet: 1.7 M, 7 MB) to and from
 the parameter server, whose CPU time (top: about 0.4 core while it serves one worker at
@@ -21,41 +21,68 @@ state; the figure is the median of the per-round ratios. Other work on the machi
 moves these numbers, and hurts 2 workers (which need both cores) more than 1: each run
 records the CPU that processes outside the benchmark used meanwhile (`other_cores`,
 from /proc/stat), and a second summary keeps only the rounds where that stayed under
-`--quiet_cores`. Prints one JSON line per run and the summaries.
+`--quiet_cores`. Prints one JSON line per run and the summaries. Run from the repository
+root. Exit status: 0 done, 2 bad flags (one `error:` line).
 """
 
+import dataclasses
 import datetime
 import json
 import os
 import platform
 import re
 import statistics
-import sys
 import tempfile
 import time
+from typing import Optional
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import app, flags
 
-from absl import app, flags  # pylint: disable=wrong-import-position
+from core import errors
+from core.params import (config_from_flags, define_flags, param, parse_flags,
+                         reject_positional_arguments)
+from deployment import launch_local
+from resolve import names
 
-from deployment.launch_local import LocalCluster  # pylint: disable=wrong-import-position
 
-flags.DEFINE_string('model_name', 'cifarnet', 'Network from the nets registry.')
-flags.DEFINE_integer('batch_size', 128, 'Examples per worker step.')
-flags.DEFINE_integer('steps_per_worker', 80, 'Training steps each worker runs.')
-flags.DEFINE_integer('warmup_steps', 20, 'Global steps left out of the measurement.')
-flags.DEFINE_integer('rounds', 5, 'Measured rounds (after one warm-up round).')
-flags.DEFINE_bool('sync', False, 'Synchronous replicas (all workers per update).')
-flags.DEFINE_string('dataset_dir', None, 'Converted digits; default: converted into a '
-                    'temporary directory.')
-flags.DEFINE_string('work_dir', None, 'Train and log directories; default: temporary.')
-flags.DEFINE_enum('isolation', 'auto', ['auto', 'namespace', 'none'], 'As launch_local.')
-flags.DEFINE_float('quiet_cores', 0.15, 'Also summarize the rounds in which processes '
-                   'outside the benchmark used at most this many cores.')
+@dataclasses.dataclass(frozen=True)
+class ClusterSettings:
+  """What the parameter-server benchmark runs; `check_settings` holds its rules."""
+  # Training.
+  model_name: str = param('cifarnet', 'Network from the nets registry.')
+  batch_size: int = param(128, 'Examples per worker step.')
+  steps_per_worker: int = param(80, 'Training steps each worker runs.')
+  warmup_steps: int = param(20, 'Global steps left out of the measurement.')
+  sync: bool = param(False, 'Synchronous replicas (all workers per update).')
+  # Rounds.
+  rounds: int = param(5, 'Measured rounds (after one warm-up round).')
+  quiet_cores: float = param(0.15, 'Also summarize the rounds in which processes outside '
+                             'the benchmark used at most this many cores.')
+  # Directories and isolation.
+  dataset_dir: Optional[str] = param(None, 'Converted digits; default: converted into a '
+                                     'temporary directory.')
+  work_dir: Optional[str] = param(None, 'Train and log directories; default: temporary.')
+  isolation: str = param('auto', 'As launch_local: one of %s.'
+                         % ', '.join(launch_local.ISOLATIONS))
+
+
+define_flags(ClusterSettings)
 FLAGS = flags.FLAGS
 
 LINE = re.compile(r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+): loss = ', re.M)
 WORKER_RATE = re.compile(r'\] step (\d+): loss = \S+ \(([\d.]+) examples/sec', re.M)
+
+
+def check_settings(settings):
+  """Returns `settings` if the benchmark can run with them; else ConfigError naming the flag."""
+  names.network_spec(settings.model_name)
+  if settings.isolation not in launch_local.ISOLATIONS:
+    raise errors.ConfigError('--isolation=%s is not accepted: use one of %s'
+                             % (settings.isolation, ', '.join(launch_local.ISOLATIONS)))
+  if settings.rounds < 1:
+    raise errors.ConfigError('--rounds=%d is not accepted: use 1 or more (the summary is '
+                             'a median over rounds)' % settings.rounds)
+  return settings
 
 
 def _chief_timeline(text):
@@ -71,25 +98,27 @@ def _chief_timeline(text):
   return timeline
 
 
-def _job_rate(text, examples_per_global_step):
-  points = [(t, s) for t, s in _chief_timeline(text) if s >= FLAGS.warmup_steps]
+def _job_rate(text, examples_per_global_step, warmup_steps):
+  """(examples/sec of the whole job, seconds measured) from the chief's log `text`."""
+  points = [(t, s) for t, s in _chief_timeline(text) if s >= warmup_steps]
   if len(points) < 2:
     raise RuntimeError('too few progress lines after warm-up in the chief log')
   (t0, s0), (t1, s1) = points[0], points[-1]
   return (s1 - s0) * examples_per_global_step / (t1 - t0), t1 - t0
 
 
-def _train_flags(dataset_dir, train_dir, num_workers):
-  steps = FLAGS.steps_per_worker * (1 if FLAGS.sync else num_workers)
+def _train_flags(settings, dataset_dir, train_dir, num_workers):
+  """The trainer's flags for every task of one run."""
+  steps = settings.steps_per_worker * (1 if settings.sync else num_workers)
   flags_ = ['--dataset_name=digits', '--dataset_dir=' + dataset_dir,
-            '--model_name=' + FLAGS.model_name, '--train_dir=' + train_dir,
-            '--batch_size=%d' % FLAGS.batch_size, '--optimizer=sgd',
+            '--model_name=' + settings.model_name, '--train_dir=' + train_dir,
+            '--batch_size=%d' % settings.batch_size, '--optimizer=sgd',
             '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
             '--max_number_of_steps=%d' % steps, '--log_every_n_steps=10',
             '--num_readers=1', '--num_preprocessing_threads=1',
             '--save_interval_secs=3600', '--save_summaries_secs=3600',
             '--step_timeout_secs=300', '--recovery_wait_secs=0.2']
-  if FLAGS.sync:
+  if settings.sync:
     flags_ += ['--sync_replicas', '--replicas_to_aggregate=%d' % num_workers]
   return flags_
 
@@ -108,48 +137,50 @@ def _own_cpu_secs():
   return times.user + times.system + times.children_user + times.children_system
 
 
-def _run(num_workers, dataset_dir, work_dir, name):
+def run(settings, num_workers, dataset_dir, work_dir, name):
   """One cluster run; returns its JSON record.
 
   `other_cores`: CPU used meanwhile by processes outside this benchmark, in cores
   (the machine's busy time minus ours, over the run's wall time).
   """
   start, busy, own = time.time(), _busy_cpu_secs(), _own_cpu_secs()
-  record = _run_cluster(num_workers, dataset_dir, work_dir, name)
+  record = _run_cluster(settings, num_workers, dataset_dir, work_dir, name)
   elapsed = time.time() - start
   other = (_busy_cpu_secs() - busy) - (_own_cpu_secs() - own)
   record['other_cores'] = round(max(0.0, other) / elapsed, 2)
   return record
 
 
-def _run_cluster(num_workers, dataset_dir, work_dir, name):
+def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
+  """Starts the cluster, waits for it; its JSON record without `other_cores`."""
   train_dir = os.path.join(work_dir, name)
   cores = os.cpu_count() or 1
   affinity = {'worker-%d' % i: [i % cores] for i in range(num_workers)}
-  cluster = LocalCluster(1, num_workers, _train_flags(dataset_dir, train_dir, num_workers),
-                         os.path.join(train_dir, 'logs'), isolation=FLAGS.isolation,
-                         cpu_affinity=affinity)
+  cluster = launch_local.LocalCluster(
+      1, num_workers, _train_flags(settings, dataset_dir, train_dir, num_workers),
+      os.path.join(train_dir, 'logs'), isolation=settings.isolation, cpu_affinity=affinity)
   with cluster:
     status = cluster.supervise(lambda: False, grace_secs=60)
   with open(cluster.chief.log_path) as log:
     chief = log.read()
   if status != 0:
     raise RuntimeError('%s: exit status %d\n%s' % (name, status, chief[-3000:]))
-  per_step = FLAGS.batch_size * (num_workers if FLAGS.sync else 1)
-  rate, window = _job_rate(chief, per_step)
+  per_step = settings.batch_size * (num_workers if settings.sync else 1)
+  rate, window = _job_rate(chief, per_step, settings.warmup_steps)
   workers = []
   for task in cluster.tasks[1:]:
     with open(task.log_path) as log:
       rates = [float(r) for s, r in WORKER_RATE.findall(log.read())
-               if int(s) >= FLAGS.warmup_steps]
+               if int(s) >= settings.warmup_steps]
     workers.append(round(statistics.median(rates), 1) if rates else None)
   return {'run': name, 'workers': num_workers, 'job_examples_per_sec': round(rate, 1),
           'window_secs': round(window, 1), 'worker_examples_per_sec': workers}
 
 
-def _dataset_dir(work_dir):
-  if FLAGS.dataset_dir:
-    return FLAGS.dataset_dir
+def _dataset_dir(settings, work_dir):
+  """settings.dataset_dir, or digits converted into work_dir."""
+  if settings.dataset_dir:
+    return settings.dataset_dir
   from datasets.convert_images import convert  # pylint: disable=import-outside-toplevel
   directory = os.path.join(work_dir, 'digits')
   convert('digits', directory)
@@ -157,24 +188,37 @@ def _dataset_dir(work_dir):
 
 
 def main(argv):
-  del argv
-  work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix='bench_cluster_')
-  dataset_dir = _dataset_dir(work_dir)
+  if reject_positional_arguments(argv):
+    return errors.USAGE
+  try:
+    settings = check_settings(config_from_flags(ClusterSettings, FLAGS))
+  except errors.ConfigError as error:
+    return errors.report(error)
+  compare(settings)
+  return errors.OK
+
+
+def compare(settings):
+  """1 against 2 workers, alternating in each round (the order flips every round) after one
+  warm-up round; prints one JSON line per run, the summaries and a machine line."""
+  work_dir = settings.work_dir or tempfile.mkdtemp(prefix='bench_cluster_')
+  dataset_dir = _dataset_dir(settings, work_dir)
   load_before = os.getloadavg()
   rounds = []
-  for index in range(FLAGS.rounds + 1):
+  for index in range(settings.rounds + 1):
     order = (1, 2) if index % 2 == 0 else (2, 1)
-    results = {n: _run(n, dataset_dir, work_dir, 'round%d_%dw' % (index, n)) for n in order}
+    results = {n: run(settings, n, dataset_dir, work_dir, 'round%d_%dw' % (index, n))
+               for n in order}
     for n in order:
       print(json.dumps(dict(results[n], warmup=index == 0)), flush=True)
     if index:
       rounds.append(results)
-  print(json.dumps(_summary(rounds, 'all rounds')))
+  print(json.dumps(_summary(settings, rounds, 'all rounds')))
   quiet = [r for r in rounds if max(r[1]['other_cores'], r[2]['other_cores']) <= (
-      FLAGS.quiet_cores)]
+      settings.quiet_cores)]
   if quiet:
-    print(json.dumps(_summary(quiet, 'rounds with other processes <= %g cores'
-                              % FLAGS.quiet_cores)))
+    print(json.dumps(_summary(settings, quiet, 'rounds with other processes <= %g cores'
+                              % settings.quiet_cores)))
   print('machine: %s, %d cores, Python %s; load average before %s, after %s; %s' % (
       platform.machine(), os.cpu_count(), platform.python_version(),
       '/'.join('%.2f' % x for x in load_before),
@@ -182,12 +226,13 @@ def main(argv):
       datetime.date.today().isoformat()))
 
 
-def _summary(rounds, which):
+def _summary(settings, rounds, which):
   one = [r[1]['job_examples_per_sec'] for r in rounds]
   two = [r[2]['job_examples_per_sec'] for r in rounds]
   ratios = [b / a for a, b in zip(one, two)]
-  return {'which': which, 'rounds': len(rounds), 'model': FLAGS.model_name,
-          'batch_per_worker': FLAGS.batch_size, 'mode': 'sync' if FLAGS.sync else 'async',
+  return {'which': which, 'rounds': len(rounds), 'model': settings.model_name,
+          'batch_per_worker': settings.batch_size,
+          'mode': 'sync' if settings.sync else 'async',
           'one_worker_examples_per_sec': round(statistics.median(one), 1),
           'two_workers_examples_per_sec': round(statistics.median(two), 1),
           'median_ratio': round(statistics.median(ratios), 3),
@@ -195,4 +240,4 @@ def _summary(rounds, which):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

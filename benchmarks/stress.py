@@ -1,7 +1,7 @@
 """Runs the cluster tests again and again on a deliberately loaded CPU; counts failures.
 
-    python benchmarks/stress.py                       # every group, 30 runs each
-    python benchmarks/stress.py --runs=10 --groups=sync_equivalence --load=2
+    python -m benchmarks.stress                       # every group, 30 runs each
+    python -m benchmarks.stress --runs=10 --groups=sync_equivalence --load=2
     make stress
 
 A real cluster never gives friendly timings; a 2-core machine with nothing else running
@@ -18,12 +18,14 @@ of their own, so a process group would miss them); any process still carrying th
 (a task the test failed to kill, and with it its port) is counted as a leak, printed and
 killed.
 
-Prints one line per run, then a table: runs, failures and leaks per group. Exit status
-0 when no run failed or leaked, 1 otherwise.
+Logs go to --log_dir (absl's flag, reused; default runs/stress), one per run, kept for
+failed runs. Prints one line per run, then a table: runs, failures and leaks per group.
+Run from the repository root. Exit status 0 when no run failed or leaked, 1 otherwise; 2
+for bad flags (one `error:` line).
 """
 
-import argparse
 import collections
+import dataclasses
 import datetime
 import multiprocessing
 import os
@@ -34,6 +36,12 @@ import subprocess
 import sys
 import time
 
+from absl import app, flags
+
+from core import errors
+from core.params import (config_from_flags, define_flags, param, parse_flags,
+                         reject_positional_arguments)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name -> pytest -k expression (within -m cluster).
@@ -43,6 +51,24 @@ GROUPS = collections.OrderedDict([
     ('ps_kill', 'parameter_server_killed'),
     ('end_of_job', 'end_of_training_ends_every_task'),
 ])
+
+
+@dataclasses.dataclass(frozen=True)
+class StressSettings:
+  """How often and under how much load the groups run; `check_settings` holds the rules."""
+  runs: int = param(30, 'Runs of each group.')
+  groups: tuple[str, ...] = param(tuple(GROUPS), 'Groups to run, from: %s.'
+                                  % ', '.join(GROUPS))
+  load: int = param(os.cpu_count() or 1, 'Busy processes beside every run (default: one per '
+                    'core).')
+  timeout_secs: float = param(600.0, 'A run still going after this counts as failed.')
+  # --log_dir (one pytest log per run; failed runs are kept) is absl.logging's own flag,
+  # reused as launch_local does; main() reads it, default LOG_DIR.
+
+
+define_flags(StressSettings)
+FLAGS = flags.FLAGS
+LOG_DIR = os.path.join(ROOT, 'runs', 'stress')
 
 
 def _spin():
@@ -133,42 +159,53 @@ def run_once(expression, timeout_secs, log_path):
   return status == 0, descriptions, seconds
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--runs', type=int, default=30, help='Runs of each group.')
-  parser.add_argument('--groups', default=','.join(GROUPS),
-                      help='Comma-separated, from: %s.' % ', '.join(GROUPS))
-  parser.add_argument('--load', type=int, default=os.cpu_count(),
-                      help='Busy processes beside every run (default: one per core).')
-  parser.add_argument('--timeout_secs', type=float, default=600,
-                      help='A run still going after this counts as failed.')
-  parser.add_argument('--log_dir', default=os.path.join(ROOT, 'runs', 'stress'),
-                      help='One pytest log per run; failed runs are kept.')
-  args = parser.parse_args(argv)
-  names = [name for name in args.groups.split(',') if name]
+def check_settings(settings):
+  """-> the group names to run; ConfigError names the flag and what would be accepted."""
+  if settings.runs < 1 or settings.load < 0:
+    raise errors.ConfigError('--runs=%d --load=%d are not accepted: use --runs >= 1 and '
+                             '--load >= 0' % (settings.runs, settings.load))
+  names = [name for name in settings.groups if name]
   unknown = [name for name in names if name not in GROUPS]
-  if unknown or args.runs < 1 or args.load < 0:
-    parser.error('--groups must name some of %s (got %s); --runs >= 1, --load >= 0'
-                 % (', '.join(GROUPS), ', '.join(unknown) or args.groups))
+  if unknown or not names:
+    raise errors.ConfigError('--groups=%s is not accepted: name some of %s'
+                             % (','.join(settings.groups), ', '.join(GROUPS)))
   empty = [name for name in names if not test_files(GROUPS[name])]
   if empty:
-    parser.error('no test matches group(s) %s: update GROUPS in %s' % (
+    raise errors.ConfigError('no test matches group(s) %s: update GROUPS in %s' % (
         ', '.join(empty), os.path.relpath(__file__, ROOT)))
-  os.makedirs(args.log_dir, exist_ok=True)
+  return names
+
+
+def main(argv):
+  if reject_positional_arguments(argv):
+    return errors.USAGE
+  settings = config_from_flags(StressSettings, FLAGS)
+  try:
+    names = check_settings(settings)
+  except errors.ConfigError as error:
+    return errors.report(error)
+  return stress(settings, names, FLAGS.log_dir or LOG_DIR)
+
+
+def stress(settings, names, log_dir):
+  """Runs each group settings.runs times beside settings.load busy processes, one pytest log
+  per run in `log_dir`; prints one line per run and the table. -> 0 when no run failed or
+  leaked, else 1."""
+  os.makedirs(log_dir, exist_ok=True)
   commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()
   print('stress: %s, commit %s, %d cores, load %d busy process(es), %d run(s) of %s'
-        % (datetime.date.today(), commit, os.cpu_count(), args.load, args.runs,
+        % (datetime.date.today(), commit, os.cpu_count(), settings.load, settings.runs,
            ', '.join(names)), flush=True)
   print('machine: %s %s, Python %s' % (platform.system(), platform.machine(),
                                        platform.python_version()), flush=True)
   failures, leaks, seconds = (collections.Counter() for _ in range(3))
-  load = _start_load(args.load)
+  load = _start_load(settings.load)
   try:
-    for run in range(1, args.runs + 1):
+    for run in range(1, settings.runs + 1):
       for name in names:
-        log_path = os.path.join(args.log_dir, '%s-%03d.log' % (name, run))
-        passed, leaked, took = run_once(GROUPS[name], args.timeout_secs, log_path)
+        log_path = os.path.join(log_dir, '%s-%03d.log' % (name, run))
+        passed, leaked, took = run_once(GROUPS[name], settings.timeout_secs, log_path)
         failures[name] += not passed
         leaks[name] += bool(leaked)
         seconds[name] += took
@@ -182,10 +219,10 @@ def main(argv=None):
       process.kill()
   print('\n%-17s %5s %8s %6s %9s' % ('group', 'runs', 'failures', 'leaks', 'mean s'))
   for name in names:
-    print('%-17s %5d %8d %6d %9.1f' % (name, args.runs, failures[name], leaks[name],
-                                        seconds[name] / args.runs))
+    print('%-17s %5d %8d %6d %9.1f' % (name, settings.runs, failures[name], leaks[name],
+                                        seconds[name] / settings.runs))
   return 1 if sum(failures.values()) + sum(leaks.values()) else 0
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  app.run(main, flags_parser=parse_flags)

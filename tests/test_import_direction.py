@@ -1,12 +1,14 @@
 """The packages import downwards only (docs/architecture.md), read from every module's
-imports with ast, including imports inside functions."""
+imports with ast, including imports inside functions; and only a `main` reads absl FLAGS."""
 
 import ast
 import os
+import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.project_sources import ROOT, project_modules, read
+
 PACKAGES = ('core', 'checkpoints', 'nets', 'deployment', 'datasets', 'resolve', 'training',
             'evaluation', 'serving')
 # package -> the project packages it must not import.
@@ -53,3 +55,138 @@ def test_every_package_is_ruled():
   found = {name for name in os.listdir(ROOT)
            if os.path.isfile(os.path.join(ROOT, name, '__init__.py'))}
   assert found - {'benchmarks'} <= set(PACKAGES), found - set(PACKAGES)
+
+
+# ---------------------------------------------------------------------------- the flag layer
+# "No module other than a main reads absl FLAGS" (docs/architecture.md): a reference to the
+# name FLAGS, or to flags.FLAGS, stands only inside a function named `main`, in a
+# module-level define_flags(...) / parse_flags(...) call or the `FLAGS = flags.FLAGS`
+# binding; and flags are declared one way, as `param` fields turned into flags by
+# core/params.py, so `flags.DEFINE_*` appears nowhere else. The flag layer itself is exempt.
+FLAG_LAYER = {'core/params.py', 'core/flag_help.py'}
+FLAG_DEFINERS = {'core/params.py'}
+
+# Current offenders: tools that still define their flags with flags.DEFINE_* or read FLAGS
+# outside main. Being moved on branch tools; remove when merged (an entry that no longer
+# offends fails test_allow_lists_name_only_current_offenders, so the list only shrinks).
+FLAGS_READ_ALLOWED = {
+    # _parse_flags calls FLAGS(argv): being moved on branch tools; remove when merged.
+    'deployment/launch_local.py',
+}
+DEFINE_ALLOWED = {
+    # _define_flags: flags.DEFINE_*: being moved on branch tools; remove when merged.
+    'datasets/convert_images.py',
+    # _define_flags: flags.DEFINE_*: being moved on branch tools; remove when merged.
+    'datasets/make_synthetic_videos.py',
+    # _define_flags: flags.DEFINE_* (DEFINE_enum too): being moved on branch tools;
+    # remove when merged.
+    'deployment/launch_local.py',
+}
+
+_DEFINE = re.compile(r'^DEFINE(_\w+)?$')
+
+
+def _parse(relative_path):
+  return ast.parse(read(relative_path), relative_path)
+
+
+def _name(node):
+  if isinstance(node, ast.Name):
+    return node.id
+  if isinstance(node, ast.Attribute):
+    return node.attr
+  return None
+
+
+def _is_flags(node):
+  """FLAGS, or flags.FLAGS."""
+  return ((isinstance(node, ast.Name) and node.id == 'FLAGS') or
+          (isinstance(node, ast.Attribute) and node.attr == 'FLAGS'
+           and _name(node.value) == 'flags'))
+
+
+def _is_flag_layer_statement(node):
+  """`FLAGS = flags.FLAGS`, or a call statement of define_flags(...) or parse_flags(...)."""
+  if isinstance(node, ast.Assign):
+    return [_name(t) for t in node.targets] == ['FLAGS'] and _is_flags(node.value)
+  return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+          and _name(node.value.func) in ('define_flags', 'parse_flags'))
+
+
+def misplaced_flags_reads(tree):
+  """Lines of the references to FLAGS or flags.FLAGS outside the places allowed above."""
+  found = []
+
+  def visit(node, in_main, at_module_level):
+    if at_module_level and isinstance(node, ast.stmt) and _is_flag_layer_statement(node):
+      return
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      in_main = in_main or node.name == 'main'
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+      at_module_level = False
+    if _is_flags(node) and not in_main:
+      found.append(node.lineno)
+      return
+    for child in ast.iter_child_nodes(node):
+      visit(child, in_main, at_module_level)
+
+  visit(tree, False, True)
+  return found
+
+
+def flag_definitions(tree):
+  """Lines that name an absl flag definer (flags.DEFINE_string, an imported DEFINE_enum)."""
+  lines = set()
+  for node in ast.walk(tree):
+    name = node.name.split('.')[-1] if isinstance(node, ast.alias) else _name(node)
+    if _DEFINE.match(name or ''):
+      lines.add(node.lineno)
+  return sorted(lines)
+
+
+@pytest.mark.parametrize('source, lines', [
+    ('FLAGS = flags.FLAGS\ndefine_flags(Config)\ndefine_flags(Config, flags.FLAGS)\n'
+     'def main(argv):\n  return config_from_flags(Config, FLAGS)\n'
+     'if __name__ == "__main__":\n  define_flags(Config)\n  app.run(main)\n', []),
+    ('def _helper():\n  return FLAGS.rounds\n', [2]),
+    ('def run(values=flags.FLAGS):\n  pass\n', [1]),
+    ('def main(argv):\n  def inner():\n    return FLAGS.x\n  return inner()\n', []),
+    ('class Settings:\n  rounds = FLAGS.rounds\n', [2]),
+    ('rounds = FLAGS.rounds\n', [1]),
+    ('def parse(argv):\n  return FLAGS(argv)\n', [2]),
+    ('FLAGS = other.FLAGS\n', [1]),
+])
+def test_the_flags_rule_tells_main_from_helpers(source, lines):
+  assert misplaced_flags_reads(ast.parse(source)) == lines
+
+
+def test_the_define_rule_finds_every_definer():
+  source = ('flags.DEFINE_string("a", None, "")\nfrom absl.flags import DEFINE_integer\n'
+            'absl.flags.DEFINE_enum("b", "x", ["x"], "")\nCLUSTER_FLAGS = ()\n')
+  assert flag_definitions(ast.parse(source)) == [1, 2, 3]
+
+
+def test_no_module_other_than_a_main_reads_flags():
+  wrong = ['%s:%d reads FLAGS outside main (build the config in main and pass it down)'
+           % (path, line) for path in project_modules()
+           if path not in FLAG_LAYER | FLAGS_READ_ALLOWED
+           for line in misplaced_flags_reads(_parse(path))]
+  assert not wrong, '\n'.join(wrong)
+
+
+def test_flags_are_defined_only_by_core_params():
+  wrong = ['%s:%d defines an absl flag directly (declare a param field and call '
+           'define_flags)' % (path, line) for path in project_modules()
+           if path not in FLAG_DEFINERS | DEFINE_ALLOWED
+           for line in flag_definitions(_parse(path))]
+  assert not wrong, '\n'.join(wrong)
+
+
+def test_allow_lists_name_only_current_offenders():
+  modules = set(project_modules())
+  stale = sorted(
+      ['%s: in FLAGS_READ_ALLOWED' % path for path in FLAGS_READ_ALLOWED
+       if path not in modules or not misplaced_flags_reads(_parse(path))] +
+      ['%s: in DEFINE_ALLOWED' % path for path in DEFINE_ALLOWED
+       if path not in modules or not flag_definitions(_parse(path))])
+  assert not stale, 'no longer offends, remove it from the list:\n' + '\n'.join(stale)

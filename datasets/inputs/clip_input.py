@@ -12,7 +12,9 @@ distinct frame only once (a 1-frame video looped to 64 frames is one decode).
 Training uses `deferred=True`: the pipeline emits uint8 clips and one flip bit per clip,
 and the clone applies them on its own device with `finish_clips` (scale to [-1, 1], flip).
 The input CPU then spends its time decoding JPEGs, not on float arithmetic and a 10 MB
-mirror copy per clip, and a quarter of the bytes cross to the GPU.
+mirror copy per clip, and a quarter of the bytes cross to the GPU. `decode_clip` and
+`decode_and_crop_frames` are the map function's steps, public so that
+`python -m benchmarks.input_pipeline --breakdown` times the library's own code.
 
 Sampling:
   training     one clip of `clip_frames` consecutive frames from a random start in
@@ -58,54 +60,40 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
                        eval_clips=None, prefetch_batches=2, deferred=False,
                        repeat_first_frame=False, random_flip=True):
-  """Builds the dataset of clip batches of one split.
+  """Builds the dataset of clip batches of one split, sampled as the module docstring says.
 
-  Pipeline: this shard's files -> interleaved readers -> repeat ->
-  one parallel map (parse, sample, decode the chosen frames, crop, flip, scale) -> batch ->
-  prefetch. Training shuffles both the file order and the records.
+  Pipeline: this shard's files -> interleaved readers -> repeat -> one parallel map (parse,
+  sample, decode the chosen frames, crop, flip, scale) -> batch -> prefetch; training shuffles
+  file order and records. ValueError: a bad argument (named, with what is accepted), no files.
 
   Args:
-    split: a DatasetSplit of clip records.
-    batch_size: videos per batch (one clone's batch).
-    clip_frames: frames per clip (training and eval_clips).
-    crop_size: output height and width.
-    is_training: random start, crop and flip, shuffled order; otherwise centre crop and a
-      fixed order.
-    modality: 'rgb' (3 channels) or 'flow' (2: u, v); None takes `split.modality` if the
-      split has one, else 'rgb'.
-    num_readers: shard files read at once.
-    num_parallel_calls: clips parsed and decoded in parallel.
+    split: a DatasetSplit of clip records; batch_size: videos per batch (one clone's batch).
+    clip_frames: frames per clip (training and eval_clips); crop_size: output height, width.
+    is_training: random start, crop and flip, shuffled order; else centre crop, fixed order.
+    modality: 'rgb' (3 channels) or 'flow' (2: u, v); None: `split.modality`, else 'rgb'.
+    num_readers: shard files read at once; num_parallel_calls: clips decoded in parallel.
     shuffle_buffer_size: records in the shuffle buffer (training only; records are large).
     num_epochs: passes over the data; None repeats forever when training, 1 otherwise.
-    drop_remainder: drop a last partial batch, giving a static batch dimension.
+    drop_remainder: drop a last partial batch (a static batch dimension); prefetch_batches:
+      batches prepared ahead of the consumer.
     seed: seeds file order, record shuffle, starts, crops and flips (training). Without it
       training is random and tf.data may return elements as soon as they are ready.
-    num_shards, shard_index: keep every num_shards-th file starting at shard_index, so
-      cluster workers read disjoint files. Needs at least num_shards files.
-    labels_offset: subtracted from every label.
-    eval_frames: evaluation only: one clip of the first N frames per video.
-    eval_clips: evaluation only: K clips of clip_frames per video. When neither eval_frames
-      nor eval_clips is given, evaluation uses eval_clips=1.
-    prefetch_batches: batches prepared ahead of the consumer.
-    random_flip: training flips half the clips horizontally. Turn it off when a mirror
-      changes the label (classes told apart by left versus right motion).
-    repeat_first_frame: an ablation: every frame of a clip is the clip's first frame, so
-      the clip carries appearance but no motion (training and evaluation alike).
-    deferred: emit uint8 clips (stored values 0..255), unflipped, with each training
-      clip's flip bit; the consumer calls `finish_clips` on its own device to get exactly
-      the float32 clips of deferred=False.
+    num_shards, shard_index: every num_shards-th file from shard_index (needs num_shards
+      files or more), so workers read disjoint files. labels_offset: subtracted from labels.
+    eval_frames, eval_clips: evaluation only, at most one: one clip of the first N frames,
+      or K clips of clip_frames, per video; with neither, evaluation uses eval_clips=1.
+    random_flip: training flips half the clips; off when a mirror changes the label.
+    repeat_first_frame: ablation: every frame of a clip is its first (appearance, no motion).
+    deferred: emit uint8 clips (0..255), unflipped, with each training clip's flip bit;
+      `finish_clips` on the consumer's device gives exactly deferred=False's float32 clips.
 
   Returns:
     tf.data.Dataset of
       training:     (clips float32 [batch, clip_frames, crop, crop, C], labels int64 [batch])
       eval_frames:  (clips float32 [batch, N, crop, crop, C], labels, video_ids string [batch])
       eval_clips:   (clips float32 [batch, K, clip_frames, crop, crop, C], labels, video_ids)
-    with values in [-1, 1]; batch is static when drop_remainder is True.
-    With deferred=True clips are uint8 and training elements are
-    (clips, labels, flips bool [batch]).
-
-  Raises:
-    ValueError: a bad argument, naming it and the accepted values; no shard files.
+    in [-1, 1], batch static when drop_remainder is True. deferred=True: clips are uint8
+    and training elements are (clips, labels, flips bool [batch]).
   """
   record_files.check_positive(
       batch_size=batch_size, clip_frames=clip_frames, crop_size=crop_size,
@@ -115,23 +103,29 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   modality = _resolve_modality(split, modality)
   eval_frames, eval_clips = _resolve_eval_sampling(is_training, eval_frames, eval_clips)
   record_files.check_arguments(split, num_epochs, num_shards, shard_index, labels_offset)
-  files = record_files.input_files(split, num_shards, shard_index)
-  dataset = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed)
-  if is_training:
-    dataset = dataset.repeat(num_epochs)
-    dataset = tf.data.Dataset.zip((dataset, tf.data.Dataset.random(seed=seed)))
-    sample = _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
-                               repeat_first_frame, random_flip)
-  else:
-    dataset = dataset.repeat(num_epochs or 1)
-    sample = _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
-                           eval_clips, deferred, repeat_first_frame)
-  dataset = dataset.map(sample, num_parallel_calls=num_parallel_calls)
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  dataset = dataset.prefetch(prefetch_batches)
+  records = _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
+                     num_shards, shard_index)
+  sample = (_training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
+                              repeat_first_frame, random_flip) if is_training else
+            _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
+                          eval_clips, deferred, repeat_first_frame))
+  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
+  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or seed is not None))
+
+
+def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
+             num_shards, shard_index):
+  """This shard's serialized records, repeated: when training num_epochs times (None:
+  forever), each paired with an int64 key of `Dataset.random(seed)` for its random choices;
+  when evaluating num_epochs times or once."""
+  files = record_files.input_files(split, num_shards, shard_index)
+  records = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
+                                      seed)
+  if not is_training:
+    return records.repeat(num_epochs or 1)
+  return tf.data.Dataset.zip((records.repeat(num_epochs), tf.data.Dataset.random(seed=seed)))
 
 
 def _resolve_modality(split, modality):
@@ -188,8 +182,8 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
     flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
     label = context['clip/label/index'] - labels_offset
     if deferred:
-      return _clip_at(frames, indices, modality, crop_size, random_offsets), label, flip
-    clip = _clip_at(frames, indices, modality, crop_size, random_offsets, flip)
+      return decode_clip(frames, indices, modality, crop_size, random_offsets), label, flip
+    clip = decode_clip(frames, indices, modality, crop_size, random_offsets, flip)
     return finish_clips(clip, modality), label
 
   return sample
@@ -211,7 +205,7 @@ def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, 
       starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
       indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
                  ) % num_frames
-    clips = _clip_at(frames, indices, modality, crop_size, centre_offsets)
+    clips = decode_clip(frames, indices, modality, crop_size, centre_offsets)
     if not deferred:
       clips = finish_clips(clips, modality)
     return clips, context['clip/label/index'] - labels_offset, context['example/id']
@@ -230,15 +224,20 @@ def _uniform_clip_starts(num_frames, clip_frames, num_clips):
   return tf.range(num_clips) * span // max(num_clips - 1, 1)
 
 
-def _clip_at(frames, indices, modality, crop_size, offsets_fn, flip=None):
-  """Decodes and crops the frames at `indices` (any static shape, e.g. [T] or [K, T]).
+def decode_clip(frames, indices, modality, crop_size, offsets_fn, flip=None):
+  """The uint8 clip(s) of a video's frames at `indices`: each distinct frame decoded once,
+  all cropped to one window, optionally mirrored (the training map function's clip step).
 
   Everything stays uint8: decode, crop, flip and the gather that repeats frames for looped
   clips move a quarter of the bytes float32 would.
 
   Args:
-    frames: the parsed JPEGs, string [num_frames] (rgb) or [num_frames, 2] (flow).
-    indices: int32 frame indices; repeated indices are decoded once.
+    frames: the parsed JPEGs, string [num_frames] (rgb) or [num_frames, 2] (flow), as
+      `video_records.parse_clip` returns them.
+    indices: int32 frame indices of any static shape, e.g. [T] or [K, T]; repeated indices
+      are decoded once.
+    modality: 'rgb' (C = 3) or 'flow' (C = 2).
+    crop_size: height and width of the window.
     offsets_fn: (height, width) of the (resized) frames -> crop offsets (y, x), shared by
       every frame.
     flip: bool scalar tensor flipping every frame, or None for no flip.
@@ -248,7 +247,7 @@ def _clip_at(frames, indices, modality, crop_size, offsets_fn, flip=None):
   """
   flat = tf.reshape(indices, [-1])
   unique, positions = tf.unique(flat)
-  images = _decode_window(tf.gather(frames, unique), modality, crop_size, offsets_fn)
+  images = decode_and_crop_frames(tf.gather(frames, unique), modality, crop_size, offsets_fn)
   if flip is not None:
     images = tf.cond(flip, lambda: _flip_left_right(images, modality), lambda: images)
   # Looped clips repeat frames; a clip of distinct frames in order needs no copy.
@@ -313,8 +312,9 @@ def _decoder(modality):
   return lambda pair: tf.concat([grey_or_rgb(pair[0], 1), grey_or_rgb(pair[1], 1)], axis=-1)
 
 
-def _decode_window(jpegs, modality, size, offsets_fn):
-  """string [U] (rgb) or [U, 2] (flow) -> uint8 [U, size, size, C], one window for all.
+def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
+  """Decodes JPEG frames and cuts one window from each: string [U] (rgb) or [U, 2] (flow)
+  -> uint8 [U, size, size, C], the window at offsets_fn(height, width) -> (y, x) for all.
 
   Every frame of a video has the same size, read from the first JPEG's header. When the
   short side is at least `size`, each frame is cut to the window right after its decode,

@@ -1,41 +1,25 @@
-"""The baselines of benchmarks/input_pipeline.py: frame-folder clip loaders and the machine's
-JPEG-decode bound. See input_pipeline.py's docstring for what each one measures and why.
+"""The baselines of the input benchmark: frame-folder clip loaders and the machine's
+JPEG-decode bound. See `benchmarks/input_pipeline/__main__.py`'s docstring for what each one
+measures and why.
 
-Every measure takes a `ClipSettings`, which input_pipeline.py builds from its flags once.
-TensorFlow is imported inside functions: the decode-bound processes are spawned and
-re-import this module.
+Every measure takes the benchmark's `InputPipelineSettings` (built once in `main()`) and
+reads batch_size, clip_frames, crop_size, batches, warmup_batches, num_parallel_calls,
+num_workers and decode_seconds from it. The decode-bound processes are spawned and import
+this module: it imports TensorFlow only inside functions.
 """
 
-import dataclasses
 import os
 import random
 import time
 
 import numpy as np
 
+from benchmarks.input_pipeline import tf_module
+
 DCT_METHOD = 'INTEGER_ACCURATE'    # what datasets/inputs/clip_input.py decodes with
 FRAME_FILE = 'frame%06d.jpg'
 SMALL_CALL = 16                    # frames per call of the Python-overhead check
 FRAMES_PER_CALL = 256
-
-
-@dataclasses.dataclass(frozen=True)
-class ClipSettings:
-  """What every clip measurement shares (input_pipeline.py's flags of the same names)."""
-  batch_size: int
-  clip_frames: int
-  crop_size: int
-  batches: int
-  warmup_batches: int
-  num_parallel_calls: int
-  num_workers: int
-  decode_seconds: float
-
-
-def tf_module():
-  import tf_compat  # pylint: disable=import-outside-toplevel,unused-import
-  from tf_compat import tf  # pylint: disable=import-outside-toplevel
-  return tf
 
 
 def session_rate(tf, graph, fetch, settings):
