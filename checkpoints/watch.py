@@ -12,43 +12,42 @@ the trainer's Saver deleted them first (max_to_keep), which is logged.
 
 The watch ends
   - after the checkpoint at `last_step` (or later) has been handed out;
-  - after the checkpoint named by the trainer's `training_done.json` marker
-    (`{"global_step": N}`, written once training has saved its last checkpoint) has
-    been handed out, so no step count need be given;
-  - or when `timeout` seconds pass without a new checkpoint.
+  - after the checkpoint named by the trainer's end marker (`checkpoints.end_marker`,
+    written once training has saved its last checkpoint) with status `finished` has been
+    handed out, so no step count need be given;
+  - or when `timeout` seconds pass without a new checkpoint. A marker with status
+    `stopped` (SIGTERM, preemption) is logged once and the watch goes on until then: a
+    stopped run is usually restarted, and its new checkpoints are handed out as well.
 """
 
-import json
-import os
 import time
 
 from absl import logging
 
+from checkpoints.end_marker import END_MARKER_FILE, FINISHED, read_end_marker
 from checkpoints.paths import checkpoint_step, is_complete, listed_checkpoints
 from tf_compat import tf
 
 __all__ = ['TRAINING_DONE_FILE', 'watch_checkpoints']
 
-TRAINING_DONE_FILE = 'training_done.json'
+TRAINING_DONE_FILE = END_MARKER_FILE
 
 
-def _done_step(train_dir):
-  """The last step the trainer's training_done.json names, or None."""
-  path = os.path.join(train_dir, TRAINING_DONE_FILE)
-  try:
-    with tf.io.gfile.GFile(path) as handle:
-      return int(json.load(handle)['global_step'])
-  except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
-    return None
-
-
-def _finished(step, last_step, train_dir):
+def _finished(step, last_step, marker):
   if step is None:
     return False
   if last_step is not None and step >= last_step:
     return True
-  done = _done_step(train_dir)
-  return done is not None and step >= done
+  return marker is not None and marker.status == FINISHED and step >= marker.global_step
+
+
+def _log_stop(marker, reported):
+  """Logs a stopped run's marker once per step it names."""
+  if marker is None or marker.status == FINISHED or marker.global_step in reported:
+    return
+  reported.add(marker.global_step)
+  logging.info('Training was stopped at step %d (SIGTERM or preemption); still watching '
+               'for a restarted run until the timeout', marker.global_step)
 
 
 def _new_checkpoints(train_dir, handed_out):
@@ -82,7 +81,7 @@ def watch_checkpoints(train_dir, last_step=None, timeout=1800.0, poll_secs=5.0,
     poll_secs: seconds between looks.
     clock, sleep: injectable for tests.
   """
-  handed_out = set()
+  handed_out, stops_reported = set(), set()
   newest = None  # Highest step handed out.
   last_new = clock()
   while True:
@@ -98,7 +97,9 @@ def watch_checkpoints(train_dir, last_step=None, timeout=1800.0, poll_secs=5.0,
       step = checkpoint_step(prefix)
       newest = step if newest is None or (step or 0) > newest else newest
     # Checked on every look: the trainer's marker may come after its last checkpoint.
-    if _finished(newest, last_step, train_dir):
+    marker = read_end_marker(train_dir)
+    _log_stop(marker, stops_reported)
+    if _finished(newest, last_step, marker):
       logging.info('Evaluated training\'s last step %d; watch done', newest)
       return
     if clock() - last_new >= timeout:

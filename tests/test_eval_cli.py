@@ -5,12 +5,14 @@ import concurrent.futures
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from checkpoints import paths
+from checkpoints import end_marker, paths
 from tests import video_testdata as vt
 from core import errors
 
@@ -70,12 +72,12 @@ def test_bad_input_gets_one_error_line(tmp_path, tmp_path_factory):
 def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path_factory):
   """eval.py --watch starts before the training directory exists, evaluates each new
   checkpoint once as the trainer saves it (every second), and exits by itself after
-  the last step."""
+  the last step: no step count is given, the trainer's end marker ends the watch."""
   rgb_dir = vt.converted(tmp_path_factory, 'rgb')
   train_dir, eval_dir, steps = tmp_path / 'train', tmp_path / 'eval', 12
   watcher, watch_log = start('eval.py', I3D_FLAGS + [
       '--dataset_dir=%s' % rgb_dir, '--checkpoint_path=%s' % train_dir, '--watch',
-      '--max_number_of_steps=%d' % steps, '--watch_poll_secs=0.5', '--watch_timeout=240',
+      '--watch_poll_secs=0.5', '--watch_timeout=240',
       '--eval_dir=%s' % eval_dir, '--eval_image_size=32', '--clip_frames=4',
       '--batch_size=6', '--num_preprocessing_threads=1'], tmp_path / 'eval.log')
   trainer, train_log = start('train_image_classifier.py', I3D_FLAGS + [
@@ -109,3 +111,54 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
   # deleted by its Saver before the watcher got to them).
   kept = set(paths.listed_checkpoints(str(train_dir)))
   assert kept <= set(reports), (kept, reports, logs)
+
+
+@pytest.mark.slow
+def test_watch_goes_on_after_a_stopped_run_and_ends_after_its_restart_finishes(
+    tmp_path, digits_dir):
+  """A trainer stopped by SIGTERM leaves a `stopped` marker: the real watch logs it and
+  keeps watching; the same run restarted to its end leaves `finished`, and the watch
+  evaluates the last checkpoint and ends by itself, long before its timeout."""
+  train_dir = tmp_path / 'train'
+  train_flags = ['--dataset_name=digits', '--dataset_dir=%s' % digits_dir,
+                 '--model_name=lenet', '--train_dir=%s' % train_dir, '--batch_size=16',
+                 '--save_interval_secs=1', '--log_every_n_steps=1', '--num_readers=1',
+                 '--num_preprocessing_threads=1']
+  watcher, watch_log = start('eval.py', [
+      '--dataset_name=digits', '--dataset_dir=%s' % digits_dir, '--model_name=lenet',
+      '--checkpoint_path=%s' % train_dir, '--watch', '--watch_poll_secs=0.5',
+      '--watch_timeout=240'], tmp_path / 'eval.log')
+  first, first_log = start('train_image_classifier.py', train_flags, tmp_path / 'train1.log')
+  try:
+    _wait_for(lambda: paths.latest_checkpoint(str(train_dir)) is not None, first)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 0
+    assert end_marker.read_end_marker(str(train_dir)).status == end_marker.STOPPED
+    _wait_for(lambda: 'Training was stopped at step' in open(str(tmp_path / 'eval.log')).read(),
+              watcher)
+    assert watcher.poll() is None  # still watching for the restart
+    second = subprocess.run([sys.executable, 'train_image_classifier.py'] + train_flags + [
+        '--max_number_of_steps=%d' % (end_marker.read_end_marker(str(train_dir)).global_step + 5)],
+        cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300, check=False)
+    assert second.returncode == 0, second.stderr[-3000:]
+    started = time.monotonic()
+    watch_out, _ = watcher.communicate(timeout=200)
+  finally:
+    for process, log in ((first, first_log), (watcher, watch_log)):
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+      log.close()
+  final = end_marker.read_end_marker(str(train_dir))
+  assert final.status == end_marker.FINISHED
+  assert watcher.returncode == 0, open(str(tmp_path / 'eval.log')).read()[-3000:]
+  assert time.monotonic() - started < 120  # ended by the marker, not by --watch_timeout
+  assert watch_out.splitlines()[-1].endswith('step %d)' % final.global_step), watch_out
+
+
+def _wait_for(condition, process, timeout=180):
+  deadline = time.monotonic() + timeout
+  while not condition():
+    assert process.poll() is None, 'process ended early with %s' % process.returncode
+    assert time.monotonic() < deadline, 'timed out'
+    time.sleep(0.2)

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from checkpoints import watch, paths
+from checkpoints import end_marker, paths, watch
 from tf_compat import tf
 
 
@@ -34,9 +34,9 @@ class Trainer:
       return self.saver.save(self.sess, os.path.join(self.train_dir, 'model.ckpt'),
                              global_step=step)
 
-  def finish(self, step):
-    with open(os.path.join(self.train_dir, watch.TRAINING_DONE_FILE), 'w') as handle:
-      json.dump({'global_step': step}, handle)
+  def finish(self, step, status=end_marker.FINISHED):
+    """The trainer's own end marker (the writer training uses)."""
+    end_marker.write_end_marker(str(self.train_dir), status, step)
 
 
 class Clock:
@@ -77,6 +77,30 @@ def test_training_done_marker_ends_the_watch_even_after_the_last_checkpoint(tmp_
   clock = Clock([lambda: trainer.save(5), lambda: None, lambda: trainer.finish(5)])
   assert run_watch(tmp_path, clock) == [5]
   assert clock.now == 30.0
+
+
+def test_a_stopped_run_is_watched_until_the_timeout_and_its_restart_followed(tmp_path):
+  trainer = Trainer(tmp_path)
+  clock = Clock([lambda: (trainer.save(5), trainer.finish(5, end_marker.STOPPED)),
+                 lambda: None, lambda: trainer.save(8), lambda: trainer.finish(9),
+                 lambda: trainer.save(9)])
+  assert run_watch(tmp_path, clock, timeout=25.0) == [5, 8, 9]
+  assert clock.now == 50.0  # Ended by the finished marker, not by the timeout.
+
+
+def test_a_stopped_run_that_never_restarts_ends_at_the_timeout(tmp_path):
+  trainer = Trainer(tmp_path)
+  trainer.save(5)
+  trainer.finish(5, end_marker.STOPPED)
+  clock = Clock()
+  assert run_watch(tmp_path, clock, timeout=35.0) == [5]
+  assert clock.now == 40.0
+
+
+def test_an_old_marker_reads_as_finished(tmp_path):
+  with open(os.path.join(tmp_path, watch.TRAINING_DONE_FILE), 'w') as handle:
+    json.dump({'global_step': 7}, handle)
+  assert end_marker.read_end_marker(str(tmp_path)) == end_marker.EndMarker('finished', 7, '')
 
 
 def test_timeout_without_new_checkpoints(tmp_path):
