@@ -23,8 +23,11 @@ Semantics (what a training step computes)
       gamma/beta still get the mean gradient of all clones. Per-clone batch statistics
       mean N clones of batch b are not bit-equal to 1 clone of batch N*b for a batch-norm
       model; for a model without batch norm they are (see tests).
-    * Summaries are taken from the first clone only, plus the total loss, and every summary
-      op is placed on a CPU, never on a GPU (summary kernels are CPU-only).
+    * Summaries are taken from the first clone, plus every clone's loss
+      (`clone_i/Losses/clone_loss`, scaled by 1/num_clones with several clones, so the
+      clone losses plus `clone_0/Losses/regularization_loss` sum to `Losses/total_loss`),
+      the total loss and the gradients' global norm; every summary op is placed on a CPU,
+      never on a GPU (summary kernels are CPU-only).
 
 Placement
     * Clone i: `/job:worker/task:R/device:GPU:i` with ps tasks, `/device:GPU:i` without; with
@@ -407,7 +410,10 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
   if options.clip_gradient_norm:
     grads_and_vars, norm_summary = _clip_gradients(grads_and_vars,
                                                    options.clip_gradient_norm)
-    summaries.append(norm_summary)
+  else:
+    norm_summary = tf.summary.scalar('gradient_global_norm', tf.linalg.global_norm(
+        [grad for grad, _ in grads_and_vars if grad is not None]))
+  summaries.append(norm_summary)
   grad_updates = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
   updates = [grad_updates] + list(update_ops)
   if options.moving_average is not None:
@@ -466,6 +472,10 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       total_loss = _gather_losses_only(clones)
   with tf.device(config.summary_device()):
     summaries |= set(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
+    # Every clone's loss, not only the first's: a clone that diverges shows.
+    summaries |= {summary for clone in clones[1:]
+                  for summary in tf.get_collection(tf.GraphKeys.SUMMARIES, clone.scope)
+                  if '/Losses/' in summary.name}
     if total_loss is not None:
       summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
     summary_op = (tf.summary.merge(sorted(summaries, key=lambda s: s.name),

@@ -75,6 +75,8 @@ class TrainConfig:
       None, 'Decay for the moving average of weights; unset = no moving average.')
   clip_gradient_norm: float = param(0.0, 'Clip gradients to this global norm (0 = off).')
   summarize_gradients: bool = param(False, 'Histogram and norm summaries per gradient.')
+  summarize_activations: bool = param(
+      False, 'Activation histograms and sparsity (zero fraction) summaries per end point.')
   # Dataset.
   dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
   dataset_split_name: str = param('train', 'The name of the train/test split.')

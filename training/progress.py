@@ -5,17 +5,23 @@ slim's own step runs three session calls per step (train, should_log, should_sto
 one runs one and decides the rest in Python. Each time the global step crosses a multiple
 of `log_every_n_steps` it logs
 
-    step 120: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step)
+    step 120 of 1000: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step; lr 0.01;
+        input wait 3%; ETA 0:00:23)
 
-where examples/sec counts this worker's examples (per-clone batch x clones) over this
+(" of N" and the ETA with a step limit; lr and input wait when the graph gives them), and
+the chief writes examples_per_sec, sec_per_step and input/wait_share to TensorBoard at the
+same moment with the same values (`training.summaries.write_scalars`). examples/sec counts this worker's examples (per-clone batch x clones) over this
 worker's steps since the previous line, so multi-clone runs are compared in examples, not
 in steps, and asynchronous workers (whose global step also moves for others) count only
 their own work.
 """
 
+import datetime
 import time
 
 from absl import logging
+
+from training import summaries
 
 __all__ = ['ProgressStep']
 
@@ -25,14 +31,23 @@ class ProgressStep:
   (sess, train_op, global_step, kwargs)."""
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
-               stop_event=None):
+               stop_event=None, learning_rate=None, input_wait=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
       number_of_steps: stop once the global step reaches this (None: never).
       log_every_n_steps: progress line period in global steps (0: no lines).
       stop_event: optional threading.Event; when set, training stops before the next step.
+      learning_rate: optional tensor, shown in the lines.
+      input_wait: optional tensor, the seconds this worker's steps waited for input so
+        far (training.summaries.InputWait.total); its growth over wall time is the share.
     """
+    self._extras = {name: tensor for name, tensor in
+                    (('learning_rate', learning_rate), ('input_wait', input_wait))
+                    if tensor is not None}
+    self._last_extras = {}
+    self._last_wait = None
+    self.input_wait_share = None
     self._examples_per_step = examples_per_step
     self._number_of_steps = number_of_steps
     self._log_every = log_every_n_steps
@@ -63,22 +78,48 @@ class ProgressStep:
       self._start_time = self._last_time = time.time()
       if self._done(self.last_global_step):
         return self.last_loss, True
-    loss, step = sess.run([train_op, step_after_train])
+    if self._extras:
+      loss, step, self._last_extras = sess.run([train_op, step_after_train, self._extras])
+    else:
+      loss, step = sess.run([train_op, step_after_train])
     self.local_steps += 1
     self._steps_since_log += 1
     self.last_loss, self.last_global_step = float(loss), int(step)
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
-      self._log(step, loss)
+      self._log(step, loss, train_step_kwargs.get('summary_writer'))
     return loss, self._done(step)
 
-  def _log(self, step, loss):
+  def _log(self, step, loss, summary_writer=None):
     now = time.time()
     steps = self._steps_since_log
     elapsed = max(1e-9, now - self._last_time)
     self.examples_per_sec = steps * self._examples_per_step / elapsed
-    logging.info('step %d: loss = %.4f (%.1f examples/sec; %.3f sec/step)',
-                 step, loss, self.examples_per_sec, elapsed / steps)
+    scalars = {'examples_per_sec': self.examples_per_sec, 'sec_per_step': elapsed / steps}
+    self._update_input_wait(elapsed)
+    if self.input_wait_share is not None:
+      scalars['input/wait_share'] = self.input_wait_share
+    logging.info('step %d%s: loss = %.4f (%s)', step,
+                 ' of %d' % self._number_of_steps if self._number_of_steps else '', loss,
+                 '; '.join(self._details(step, elapsed / steps)))
+    summaries.write_scalars(summary_writer, step, scalars)
     self._last_time, self._steps_since_log, self._last_logged_step = now, 0, step
+
+  def _update_input_wait(self, elapsed):
+    wait = self._last_extras.get('input_wait')
+    if wait is not None and self._last_wait is not None:
+      self.input_wait_share = min(1.0, max(0.0, (wait - self._last_wait) / elapsed))
+    self._last_wait = wait
+
+  def _details(self, step, sec_per_step):
+    details = ['%.1f examples/sec' % self.examples_per_sec, '%.3f sec/step' % sec_per_step]
+    if 'learning_rate' in self._last_extras:
+      details.append('lr %.3g' % self._last_extras['learning_rate'])
+    if self.input_wait_share is not None:
+      details.append('input wait %.0f%%' % (100 * self.input_wait_share))
+    if self._number_of_steps:
+      remaining = max(0, self._number_of_steps - step) * sec_per_step
+      details.append('ETA %s' % datetime.timedelta(seconds=round(remaining)))
+    return details
 
   def overall_examples_per_sec(self):
     """This worker's examples/sec over the whole run (None before any step)."""

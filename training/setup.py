@@ -14,6 +14,7 @@ from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy
 from nets import nets_factory
 from resolve import names
+from tf_compat import tf
 from training import optimization
 
 __all__ = ['TrainSetup', 'check_train_config']
@@ -199,6 +200,17 @@ def _checkpoint_name_map(spec, dataset, checkpoint_file):
     raise ConfigError('--checkpoint_path=%s: %s' % (checkpoint_file, error)) from None
 
 
+def _check_gpus_for_clones(config, visible_gpus):
+  """Several clones without --clone_on_cpu need that many GPUs: soft placement would
+  otherwise run them all on the CPU while the run claims GPUs."""
+  if config.clone_on_cpu or config.num_clones == 1:
+    return
+  require(config.num_clones <= visible_gpus,
+          '--num_clones=%d needs %d GPUs, but TensorFlow sees %d on this machine; add '
+          '--clone_on_cpu to run the clones on logical CPU devices, or use --num_clones=%d'
+          % (config.num_clones, config.num_clones, visible_gpus, max(1, visible_gpus)))
+
+
 def _deploy_config(config):
   try:
     return model_deploy.DeploymentConfig(
@@ -217,6 +229,7 @@ def check_train_config(config):
   _check_optimizer(config)
   _check_learning_rate(config)
   spec = names.network_spec(config.model_name)
+  _check_gpus_for_clones(config, len(tf.config.list_physical_devices('GPU')))
   deploy_config = _deploy_config(config)
   names.dataset_entry(config.dataset_name)
   dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,

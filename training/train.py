@@ -18,7 +18,7 @@ from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
 from checkpoints import restore
-from training import optimization
+from training import optimization, run_record, summaries
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
@@ -31,7 +31,8 @@ TrainResult = collections.namedtuple(
     'TrainResult', ['global_step', 'loss', 'examples_per_sec', 'checkpoint'])
 
 TrainGraph = collections.namedtuple(
-    'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn'])
+    'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
+                   'learning_rate', 'input_wait'])
 
 
 def _input_iterator(setup):
@@ -51,20 +52,24 @@ def _network_fn(config, setup):
       is_training=True, **setup.network_kwargs)
 
 
-def _clone_inputs(setup, iterator):
-  """-> (inputs, labels) of one clone: a batch drawn on the input device, finished by its
-  input on the clone's device (video clips are scaled and mirrored there)."""
+def _clone_inputs(setup, iterator, input_wait):
+  """-> (inputs, labels) of one clone: a batch drawn (and timed) on the input device,
+  finished by its input on the clone's device (video clips are scaled and mirrored there),
+  with the input's summaries of what the model sees."""
   with tf.device(setup.deploy_config.inputs_device()):
-    batch = iterator.get_next()
-  return setup.input.finish(batch, setup.dataset)
+    batch = input_wait.draw(iterator.get_next)
+  inputs, labels = setup.input.finish(batch, setup.dataset)
+  setup.input.summarize(inputs, setup.dataset)
+  return inputs, labels
 
 
-def _make_clone_fn(config, setup, iterator, network_fn):
+def _make_clone_fn(config, setup, iterator, network_fn, input_wait):
   """model_fn for create_clones: draw a batch, run the net, add the losses."""
 
   def clone_fn():
-    inputs, labels = _clone_inputs(setup, iterator)
+    inputs, labels = _clone_inputs(setup, iterator, input_wait)
     logits, end_points = network_fn(inputs)
+    summaries.add_clone_summaries(logits, labels, end_points, config.summarize_activations)
     onehot = tf.one_hot(labels, depth=logits.get_shape().as_list()[-1])
     if 'AuxLogits' in end_points:
       tf.losses.softmax_cross_entropy(onehot, end_points['AuxLogits'], weights=0.4,
@@ -122,7 +127,7 @@ def _optimizer(config, setup, global_step, moving_average):
   with tf.device(deploy_config.summary_device()):
     tf.summary.scalar('learning_rate', learning_rate)
     tf.summary.scalar('global_batch_size', tf.constant(setup.global_batch))
-  return optimizer
+  return optimizer, learning_rate
 
 
 def build_training_graph(config, setup):
@@ -134,9 +139,10 @@ def build_training_graph(config, setup):
   if config.moving_average_decay:
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
                                                        global_step)
-  optimizer = _optimizer(config, setup, global_step, moving_average)
+  optimizer, learning_rate = _optimizer(config, setup, global_step, moving_average)
   iterator = _input_iterator(setup)
-  clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup))
+  input_wait = summaries.InputWait()
+  clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
   if config.trainable_scopes:
@@ -152,8 +158,8 @@ def build_training_graph(config, setup):
     histograms = [tf.summary.histogram('model_variables/' + v.op.name, v)
                   for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
-  return TrainGraph(deployed.train_op, summary_op, global_step, optimizer,
-                    _fine_tune_init_fn(config, setup))
+  return TrainGraph(input_wait.wrap(deployed.train_op), summary_op, global_step, optimizer,
+                    _fine_tune_init_fn(config, setup), learning_rate, input_wait.total)
 
 
 def _log_startup(config, setup):
@@ -193,17 +199,19 @@ def train(config, stop_event=None):
   """
   setup = check_train_config(config)
   _log_startup(config, setup)
+  run_record.start_run(config, setup)
   with tf.Graph().as_default():
     graph = build_training_graph(config, setup)
     step_fn = ProgressStep(config.batch_size * config.num_clones,
                            number_of_steps=config.max_number_of_steps,
                            log_every_n_steps=config.log_every_n_steps,
-                           stop_event=stop_event)
+                           stop_event=stop_event, learning_rate=graph.learning_rate,
+                           input_wait=graph.input_wait)
     session_config = make_session_config(
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,
         device_filters=cluster.device_filters(setup.deploy_config))
-    supervised_train(
+    finished = supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
         summary_op=graph.summary_op, save_summaries_secs=config.save_summaries_secs,
@@ -214,6 +222,7 @@ def train(config, stop_event=None):
   checkpoint = tf.train.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
+  run_record.end_run(config, finished, step_fn.last_global_step, checkpoint)
   return TrainResult(step_fn.last_global_step, step_fn.last_loss,
                      step_fn.examples_per_sec or step_fn.overall_examples_per_sec(),
                      checkpoint)

@@ -4,13 +4,16 @@
     dataset = pipeline.dataset(split, settings)           # on the inputs device
     inputs, labels = pipeline.finish(iterator.get_next(), split)   # on the clone's device
 
-An input has three steps, so the trainer needs no `if video` anywhere:
+An input has four steps, so the trainer needs no `if video` anywhere:
   dataset   the tf.data pipeline of one clone's batches, built on the worker's input device
             (CPU): what it yields is the input's own business (images and labels; or uint8
             clips, labels and a flip bit per clip);
   finish    what runs on the clone's device, once per batch drawn: images pass through;
             clips are cast, scaled to [-1, 1] and mirrored there (`clip_input.finish_clips`),
             so the input CPU only decodes. Returns (float32 inputs, int labels);
+  summarize what the model sees, as TensorBoard images (a few per summary): the first
+            images of the batch; for clips, frame montages (8 frames of each of the first
+            clips side by side, flow shown as u, v and a grey third channel);
   describe  one line for the start-up log.
 Every batch a clone draws passes through `finish`, so whatever is added per batch (staging,
 summaries of what the model sees, several micro-batches per update) is added there once for
@@ -22,10 +25,14 @@ from typing import Optional
 
 from datasets import dataset_split
 from datasets.inputs import clip_input, image_input
+from tf_compat import tf
 
-__all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs']
+__all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
+           'clip_montage']
 
 IMAGE, VIDEO = dataset_split.IMAGE, dataset_split.VIDEO
+MAX_SUMMARY_EXAMPLES = 2   # images or clips shown per summary
+MONTAGE_FRAMES = 8         # frames of a clip shown side by side
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +83,10 @@ class ImageInput:
     images, labels = batch
     return images, labels
 
+  def summarize(self, images, split):  # pylint: disable=unused-argument
+    """'input/images': the first MAX_SUMMARY_EXAMPLES images after preprocessing."""
+    tf.summary.image('input/images', images, max_outputs=MAX_SUMMARY_EXAMPLES)
+
   def describe(self, settings, split):  # pylint: disable=unused-argument
     return '%dx%d images (%s preprocessing)' % (settings.image_size, settings.image_size,
                                                 settings.preprocessing_name)
@@ -99,10 +110,31 @@ class ClipInput:
     clips, labels, flips = batch
     return clip_input.finish_clips(clips, split.modality, flips), labels
 
+  def summarize(self, clips, split):  # pylint: disable=unused-argument
+    """'input/clips': a montage per clip of the first MAX_SUMMARY_EXAMPLES."""
+    tf.summary.image('input/clips', clip_montage(clips[:MAX_SUMMARY_EXAMPLES]),
+                     max_outputs=MAX_SUMMARY_EXAMPLES)
+
   def describe(self, settings, split):
     return '%dx%dx%d %s clips%s' % (
         settings.clip_frames, settings.image_size, settings.image_size, split.modality,
         ' (first frame repeated: no motion)' if settings.repeat_first_frame else '')
+
+
+def clip_montage(clips, frames=MONTAGE_FRAMES):
+  """Clips [B, T, H, W, C] in [-1, 1] -> uint8 [B, H, n * W, 3]: n frames spread evenly
+  over T (n = min(frames, T)) side by side; 2-channel flow gets a mid-grey third channel."""
+  length = tf.shape(clips)[1]
+  count = tf.minimum(frames, length)
+  picks = tf.cast(tf.round(tf.linspace(0.0, tf.cast(length - 1, tf.float32), count)),
+                  tf.int32)
+  chosen = tf.gather(clips, picks, axis=1)                          # [B, n, H, W, C]
+  if clips.shape[-1] == 2:
+    chosen = tf.concat([chosen, tf.zeros_like(chosen[..., :1])], axis=-1)
+  shape = tf.shape(chosen)
+  montage = tf.reshape(tf.transpose(chosen, [0, 2, 1, 3, 4]),
+                       [shape[0], shape[2], shape[1] * shape[3], 3])
+  return tf.cast(tf.round((tf.clip_by_value(montage, -1.0, 1.0) + 1.0) * 127.5), tf.uint8)
 
 
 _REGISTRY = {}

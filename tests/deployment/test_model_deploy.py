@@ -461,7 +461,7 @@ def test_every_summary_op_on_cpu(name, with_optimizer):
     assert 'gradient_global_norm' in names
 
 
-def test_summary_op_takes_first_clone_summaries_only():
+def test_summary_op_takes_first_clone_summaries_and_every_clone_loss():
   config = DeploymentConfig(num_clones=3)
   with tf.Graph().as_default():
     model = model_deploy.deploy(config, summary_model_fn,
@@ -469,8 +469,9 @@ def test_summary_op_takes_first_clone_summaries_only():
     merged = {t.op.name for t in model.summary_op.op.inputs}
   assert 'clone_0/inside/mean_logit' in merged
   assert 'clone_0/inside/logits' in merged
-  assert not any(n.startswith(('clone_1/', 'clone_2/')) for n in merged), merged
-  assert 'Losses/total_loss' in merged
+  others = {n for n in merged if n.startswith(('clone_1/', 'clone_2/'))}
+  assert others == {'clone_1/Losses/clone_loss', 'clone_2/Losses/clone_loss'}, merged
+  assert {'Losses/total_loss', 'clone_0/Losses/clone_loss', 'gradient_global_norm'} <= merged
 
 
 # --------------------------------------------------------------------------------------

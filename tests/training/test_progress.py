@@ -10,8 +10,8 @@ import pytest
 from training import progress
 from training.progress import ProgressStep
 
-LINE = re.compile(r'^step (\d+): loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
-                  r'(\d+\.\d{3}) sec/step\)$')
+LINE = re.compile(r'^step (\d+)(?: of \d+)?: loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
+                  r'(\d+\.\d{3}) sec/step(?:; [^;]+)*\)$')
 
 
 class FakeClock:
@@ -195,3 +195,44 @@ def test_asynchronous_global_step_that_skips_the_multiples_still_logs(clock, lin
   assert _run(step_fn, sess) == 20
   assert len(lines()) >= 5
   assert step_fn.examples_per_sec == pytest.approx(32 / 0.1)
+
+
+class ExtrasSession(FakeSession):
+  """Also answers the extras dict: a learning rate and a wait that grows `wait` per call."""
+
+  def __init__(self, clock, seconds, wait):
+    super().__init__(clock, seconds=seconds)
+    self.wait = wait
+
+  def run(self, fetches):
+    if not isinstance(fetches, list) or len(fetches) == 2:
+      return super().run(fetches)
+    loss, step = super().run(fetches[:2])
+    return loss, step, {'learning_rate': 0.01, 'input_wait': self.calls * self.wait}
+
+
+class Writer:
+  def __init__(self):
+    self.summaries = []
+
+  def add_summary(self, summary, step):
+    self.summaries.append((step, {v.tag: v.simple_value for v in summary.value}))
+
+
+def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_them(
+    clock, caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+  sess = ExtrasSession(clock, seconds=0.5, wait=0.125)
+  writer = Writer()
+  step_fn = ProgressStep(examples_per_step=64, number_of_steps=12, log_every_n_steps=4,
+                         learning_rate='lr', input_wait='wait')
+  for _ in range(12):
+    step_fn(sess, 'train_op', 'global_step', {'summary_writer': writer})
+  messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith('step ')]
+  assert messages[1] == ('step 8 of 12: loss = 0.1250 (128.0 examples/sec; 0.500 sec/step; '
+                         'lr 0.01; input wait 25%; ETA 0:00:02)')
+  assert 'input wait' not in messages[0]  # the first line has no earlier wait to compare
+  assert [step for step, _ in writer.summaries] == [4, 8, 12]
+  step, values = writer.summaries[1]
+  assert values == pytest.approx({'examples_per_sec': 128.0, 'sec_per_step': 0.5,
+                                  'input/wait_share': 0.25})

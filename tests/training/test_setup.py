@@ -300,3 +300,23 @@ def test_labels_offset_below_num_classes_is_accepted(valid):
 ], ids=['piecewise', 'cosine', 'fixed', 'polynomial', 'ftrl', 'edges'])
 def test_valid_variants_are_accepted(valid, changes):
   check_train_config(dataclasses.replace(valid, **changes))
+
+
+def test_several_clones_without_gpus_are_refused_unless_on_cpu(valid):
+  """This machine has no GPU: 2 clones would both run on the CPU by soft placement while
+  the run said GPU. --clone_on_cpu (logical CPU devices) or 1 clone is accepted."""
+  assert not tf.config.list_physical_devices('GPU')
+  with pytest.raises(ConfigError) as error:
+    check_train_config(dataclasses.replace(valid, num_clones=2))
+  assert str(error.value) == (
+      '--num_clones=2 needs 2 GPUs, but TensorFlow sees 0 on this machine; add '
+      '--clone_on_cpu to run the clones on logical CPU devices, or use --num_clones=1')
+  check_train_config(dataclasses.replace(valid, num_clones=2, clone_on_cpu=True))
+  check_train_config(dataclasses.replace(valid, num_clones=1))
+
+
+def test_as_many_clones_as_gpus_are_accepted(valid):
+  from training import setup as setup_module  # pylint: disable=import-outside-toplevel
+  setup_module._check_gpus_for_clones(dataclasses.replace(valid, num_clones=4), 4)  # pylint: disable=protected-access
+  with pytest.raises(ConfigError, match='needs 4 GPUs, but TensorFlow sees 2'):
+    setup_module._check_gpus_for_clones(dataclasses.replace(valid, num_clones=4), 2)  # pylint: disable=protected-access

@@ -54,14 +54,14 @@ def make_config(digits_dir, train_dir, **overrides):
   return TrainConfig(**values)
 
 
-def train_with_timeout(config, timeout=TRAIN_TIMEOUT_SECS):
+def train_with_timeout(config, timeout=TRAIN_TIMEOUT_SECS, stop_event=None):
   """train(config) in a daemon thread: a hang (slim's final save on TF 2.10) fails the
   test instead of blocking the whole run."""
   outcome = {}
 
   def target():
     try:
-      outcome['result'] = train_module.train(config)
+      outcome['result'] = train_module.train(config, stop_event)
     except BaseException as error:  # pylint: disable=broad-except
       outcome['error'] = error
 

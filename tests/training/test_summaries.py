@@ -1,0 +1,132 @@
+"""What a real training run writes for TensorBoard and the user, read back from its files.
+
+The event files are read with TensorBoard's own event reader; the numbers are checked
+against relations that hold independently of the code that wrote them (clone losses add up
+to the total; examples/sec is the progress line's; a starved input waits longer).
+"""
+
+import dataclasses
+import glob
+import logging
+import re
+import threading
+import time
+
+import pytest
+from absl import flags
+from tensorboard.backend.event_processing import event_accumulator
+
+from checkpoints import end_marker
+from core.params import config_from_flags, define_flags
+from datasets.inputs import input_factory
+from tests.training.test_train import make_config, train_with_timeout
+from tf_compat import tf
+from training import run_record
+from training.config import TrainConfig
+
+
+def read_events(train_dir):
+  """{tag: [(step, value)]} of every scalar and the set of image and text tags."""
+  scalars, others = {}, set()
+  for path in sorted(glob.glob(str(train_dir / 'events.out.tfevents.*'))):
+    accumulator = event_accumulator.EventAccumulator(
+        path, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.IMAGES: 0,
+                             event_accumulator.TENSORS: 0, event_accumulator.HISTOGRAMS: 0})
+    accumulator.Reload()
+    tags = accumulator.Tags()
+    for tag in tags['scalars']:
+      scalars.setdefault(tag, []).extend((e.step, e.value) for e in accumulator.Scalars(tag))
+    others |= set(tags['images']) | set(tags['tensors']) | set(tags['histograms'])
+  return scalars, others
+
+
+@pytest.mark.slow
+def test_a_run_shows_every_clone_the_input_and_what_it_sees(digits_dir, tmp_path, caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+  train_dir = tmp_path / 'train'
+  config = make_config(digits_dir, train_dir, weight_decay=0.001, save_summaries_secs=1,
+                       max_number_of_steps=30, summarize_activations=True)
+  train_with_timeout(config)
+  scalars, others = read_events(train_dir)
+  for tag in ('clone_0/Losses/clone_loss', 'clone_1/Losses/clone_loss', 'Losses/total_loss',
+              'clone_0/Losses/regularization_loss', 'learning_rate', 'global_batch_size',
+              'clone_0/Accuracy/batch_top1', 'gradient_global_norm', 'examples_per_sec',
+              'sec_per_step', 'input/wait_share'):
+    assert tag in scalars, sorted(scalars)
+  assert {'clone_0/input/images/image/0', 'run/flags/text_summary',
+          'run/topology/text_summary'} <= others, sorted(others)
+  assert any(tag.startswith('clone_0/activations/') for tag in others), sorted(others)
+  assert any(tag.startswith('clone_0/sparsity/') for tag in scalars), sorted(scalars)
+  # docs/monitoring.md: clone losses are scaled by 1/num_clones, regularization counted once.
+  by_step = {tag: dict(values) for tag, values in scalars.items()}
+  for step, total in by_step['Losses/total_loss'].items():
+    parts = [by_step[tag][step] for tag in ('clone_0/Losses/clone_loss',
+                                            'clone_1/Losses/clone_loss',
+                                            'clone_0/Losses/regularization_loss')]
+    assert sum(parts) == pytest.approx(total, rel=1e-5)
+  # examples/sec is the progress line's number at the same step.
+  lines = {int(m.group(1)): float(m.group(2)) for m in (
+      re.match(r'step (\d+) of 30: .* \((\d+\.\d) examples/sec', r.getMessage())
+      for r in caplog.records) if m}
+  assert lines
+  for step, value in scalars['examples_per_sec']:
+    assert value == pytest.approx(lines[step], abs=0.051)
+  assert 0.0 <= min(v for _, v in scalars['input/wait_share'])
+  assert max(v for _, v in scalars['input/wait_share']) <= 1.0
+
+
+def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_dir):
+  config = make_config(digits_dir, tmp_path / 'original', learning_rate=0.02,
+                       trainable_scopes=('LeNet/fc4',), num_clones=2)
+  values = flags.FlagValues()
+  define_flags(TrainConfig, values)
+  values(['replay', '--train_dir=%s' % (tmp_path / 'copy')]
+         + run_record.flag_lines(config))
+  replayed = config_from_flags(TrainConfig, values)
+  assert replayed == dataclasses.replace(config, train_dir=str(tmp_path / 'copy'))
+  assert not any(line.startswith('--train_dir') for line in run_record.flag_lines(config))
+
+
+class _StarvedInput(input_factory.ImageInput):
+  """The image input with a 0.2 s sleep per batch: the model has to wait for it."""
+
+  def dataset(self, split, settings):
+    def slow(images, labels):
+      slept = tf.numpy_function(lambda x: (time.sleep(0.2), x)[1], [images], tf.float32,
+                                stateful=True)
+      slept.set_shape(images.shape)
+      return slept, labels
+    return super().dataset(split, settings).map(slow, num_parallel_calls=1)
+
+
+@pytest.mark.slow
+def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeypatch):
+  """The contrast is built in (a 0.2 s sleep per batch against LeNet steps of a few ms),
+  so it cannot flip on a loaded machine."""
+  def wait_share(train_dir):
+    config = make_config(digits_dir, train_dir, max_number_of_steps=24, log_every_n_steps=4)
+    train_with_timeout(config)
+    values = [v for _, v in read_events(train_dir)[0]['input/wait_share']]
+    return sum(values) / len(values)
+  default = wait_share(tmp_path / 'default')
+  registry = dict(input_factory._REGISTRY)  # pylint: disable=protected-access
+  registry[input_factory.IMAGE] = _StarvedInput()
+  monkeypatch.setattr(input_factory, '_REGISTRY', registry)
+  starved = wait_share(tmp_path / 'starved')
+  assert starved > 0.6 and starved > default + 0.3, (starved, default)
+
+
+@pytest.mark.slow
+def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
+  finished_dir, stopped_dir = tmp_path / 'finished', tmp_path / 'stopped'
+  train_with_timeout(make_config(digits_dir, finished_dir, max_number_of_steps=6))
+  marker = end_marker.read_end_marker(str(finished_dir))
+  assert (marker.status, marker.global_step, marker.checkpoint) == (
+      'finished', 6, 'model.ckpt-6')
+  with open(str(finished_dir / run_record.FLAGFILE)) as handle:
+    assert '--max_number_of_steps=6' in handle.read()
+  stop = threading.Event()
+  stop.set()  # stopped before the first step: a SIGTERM right after start
+  train_with_timeout(make_config(digits_dir, stopped_dir, max_number_of_steps=None),
+                     stop_event=stop)
+  assert end_marker.read_end_marker(str(stopped_dir)).status == 'stopped'
