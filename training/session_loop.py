@@ -200,9 +200,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
                      sync_optimizer, session_config, timeouts, stop_event=None):
   """Trains like slim.learning.train (same arguments, same protocol); see module doc.
 
-  `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs
-  {'step_after_train': the global step read after train_op, 'summary_writer': the chief's
-  summary writer of logdir (None elsewhere)}. The Watchdog is armed only
+  `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
+  the global step read after train_op, 'summary_writer': the chief's writer, or None}. The Watchdog is armed only
   in a cluster (`master` set): a single process has nobody to wait for.
 
   Returns:
@@ -239,9 +238,9 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
       logging.info('Session ready at global step %d', sess.run(global_step))
       services, runners = _start_services(sv, sess, is_chief, logdir, ops,
                                           manager.continued_from_servers)
+      writer = sv.summary_writer if is_chief and logdir else None
       _run_steps(sv, sess, train_step_fn, train_op, global_step,
-                 {'step_after_train': ops.step_after_train,
-                  'summary_writer': sv.summary_writer if is_chief and logdir else None},
+                 {'step_after_train': ops.step_after_train, 'summary_writer': writer},
                  watchdog)
       finished = not (stop_event is not None and stop_event.is_set())
       if watchdog:

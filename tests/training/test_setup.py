@@ -45,13 +45,13 @@ def test_valid_config_resolves_everything(valid):
 
 @pytest.mark.parametrize('changes, global_batch', [
     (dict(batch_size=32, num_clones=2, clone_on_cpu=True), 64),
-    (dict(batch_size=10, num_clones=3), 30),
+    (dict(batch_size=10, num_clones=3, clone_on_cpu=True), 30),
     # Asynchronous workers: every worker moves the global step with its own batch.
-    (dict(batch_size=16, num_clones=2, worker_replicas=3, num_ps_tasks=1,
-          replicas_to_aggregate=3), 32),
+    (dict(batch_size=16, num_clones=2, clone_on_cpu=True, worker_replicas=3,
+          num_ps_tasks=1, replicas_to_aggregate=3), 32),
     # Synchronous: one step waits for replicas_to_aggregate workers' gradients.
-    (dict(batch_size=16, num_clones=2, worker_replicas=3, num_ps_tasks=1,
-          replicas_to_aggregate=3, sync_replicas=True), 96),
+    (dict(batch_size=16, num_clones=2, clone_on_cpu=True, worker_replicas=3,
+          num_ps_tasks=1, replicas_to_aggregate=3, sync_replicas=True), 96),
     (dict(batch_size=8, num_clones=1, worker_replicas=4, num_ps_tasks=2, task=3,
           replicas_to_aggregate=2, sync_replicas=True), 16),
 ])
