@@ -18,7 +18,7 @@ import os
 from absl import logging
 from tensorboard.summary import v1 as summary_v1
 
-from checkpoints import end_marker
+from checkpoints import end_marker, paths
 from training.config import TrainConfig
 from tf_compat import tf
 
@@ -68,6 +68,9 @@ def start_run(config, setup):
     return
   tf.io.gfile.makedirs(config.train_dir)
   end_marker.clear_end_marker(config.train_dir)
+  if paths.make_state_relative(config.train_dir):
+    logging.info('%s/checkpoint named checkpoints by other paths (a moved or copied run): '
+                 'rewritten to names inside this directory', config.train_dir)
   lines = flag_lines(config)
   text = ('# Replay: python train_image_classifier.py --flagfile=%s --train_dir=DIR\n'
           '# (the cluster addresses and this task are not part of the recipe)\n%s\n'

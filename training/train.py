@@ -17,7 +17,7 @@ from deployment import cluster, model_deploy, sync_replicas
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
-from checkpoints import restore
+from checkpoints import paths, restore
 from training import optimization, run_record, summaries
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
@@ -219,7 +219,7 @@ def train(config, stop_event=None):
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
         stop_event=stop_event)
-  checkpoint = tf.train.latest_checkpoint(config.train_dir) if config.is_chief else None
+  checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
   run_record.end_run(config, finished, step_fn.last_global_step, checkpoint)
