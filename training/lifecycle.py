@@ -15,6 +15,8 @@ is no cluster) and turns every outcome into an exit status:
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
     2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent)
+    6    train_dir could not be written (full disk, permission, read-only): one line naming
+         the file, the reason and the last good checkpoint; temporary files removed
     138  the cluster failed around this task: a parameter server or peer died or does not
          answer, or a task never arrived (timeout). One line `error: ...`. Retryable:
          restarted, a worker rejoins and the chief resumes (Kubeflow TFJob ExitCode policy
@@ -39,6 +41,7 @@ from tf_compat import tf
 from core import errors
 from core.params import ConfigError
 from training.session_loop import EXIT_CLUSTER_FAILURE, flush_and_exit as exit_now
+from training import write_failures
 from training.train import train
 
 __all__ = ['Job', 'resolve_job', 'run_job', 'StopSignals', 'exit_now', 'EXIT_OK',
@@ -236,15 +239,29 @@ def _run(job, stop_event):
 
 def run_job(job):
   """Runs the task under StopSignals; returns its exit status (see the module doc)."""
+  write_failures.quiet_thread_write_errors()
   with StopSignals() as stop_event:
     try:
       return _run(job, stop_event)
     except errors.EXPECTED as error:
       return errors.report(error)
-    except _CLUSTER_ERRORS as error:
-      if job.task is None:
+    except write_failures.WRITE_ERRORS as error:
+      message = write_failures.describe_write_failure(error, job.config.train_dir)
+      if message is None and not isinstance(error, _CLUSTER_ERRORS):
         raise
-      message = _cluster_failure_message(error, job.task)
-      print('error: %s' % message, file=sys.stderr)
-      logging.info('Exiting with status %d: %s', EXIT_CLUSTER_FAILURE, message)
-      return EXIT_CLUSTER_FAILURE
+      if message is not None:
+        errors.print_error(message)
+        return errors.IO
+      return _cluster_failed(job, error)
+    except _CLUSTER_ERRORS as error:
+      return _cluster_failed(job, error)
+
+
+def _cluster_failed(job, error):
+  """EXIT_CLUSTER_FAILURE after one line; outside a cluster the error is a bug: raised."""
+  if job.task is None:
+    raise error
+  message = _cluster_failure_message(error, job.task)
+  print('error: %s' % message, file=sys.stderr)
+  logging.info('Exiting with status %d: %s', EXIT_CLUSTER_FAILURE, message)
+  return EXIT_CLUSTER_FAILURE
