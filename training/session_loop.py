@@ -210,8 +210,7 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   graph = train_op.graph
   with graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master))
-    # Relative paths in the state file: the train_dir can be moved or copied.
-    saver = tf.train.Saver(save_relative_paths=True)
+    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
   manager = _ResumingSessionManager(
       ops.global_ready_op, bool(master), local_init_op=ops.local_init_op,
       ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
