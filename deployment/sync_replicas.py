@@ -215,17 +215,25 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
 
   def _record_accumulators(self, label):
     """Who contributed: [one-hot(worker), one-hot(worker) x step] in ONE accumulator
-    (same label as the gradients), so an update's mean x replicas gives the gradient
-    count and the step sum of each worker, taken together. (Two accumulators could take
-    different workers' entries when backup workers race.)"""
+    (same label as the gradients), so an update's mean x n gives the gradient count and
+    the step sum of each worker, taken together. (Two accumulators could take different
+    workers' entries when backup workers race.)
+
+    n is the number of gradients taken: at least replicas_to_aggregate, more when backup
+    workers' gradients of the same step arrive before the chief takes them (an
+    accumulator averages everything it holds). The mean's first row is k_i / n for worker
+    i's count k_i, so n = 1 / (its smallest non-zero entry), exact whenever some worker
+    gave one gradient (always, unless every worker counted twice)."""
     with tf.device(self._global_step.device), tf.name_scope('contributions'):
       onehot = tf.one_hot(self._worker, self._total, dtype=tf.float64)
       value = tf.stack([onehot, onehot * tf.cast(label, tf.float64)])
       accumulator = tf.ConditionalAccumulator(tf.float64, shape=[2, self._total],
                                               shared_name='sync_record')
       send = accumulator.apply_grad(value, local_step=label)
-      taken = (accumulator.take_grad(self._replicas_to_aggregate)
-               * float(self._replicas_to_aggregate))
+      mean = accumulator.take_grad(self._replicas_to_aggregate)
+      shares = mean[0]
+      smallest = tf.reduce_min(tf.where(shares > 0, shares, tf.ones_like(shares)))
+      taken = mean * tf.round(1.0 / smallest)
       self._accumulators.append((accumulator, self._global_step.device))
     return [send], (taken[0], taken[1])
 

@@ -231,8 +231,9 @@ def _run(job, stop_event):
     return _serve(job, server, stop_event)
   config, workers = job.config, job.task.num_workers
   if config.sync_replicas and config.replicas_to_aggregate < workers:
-    logging.info('Synchronous with %d backup worker(s): each update averages the first '
-                 '%d gradients to arrive, later ones for that step are dropped',
+    logging.info('Synchronous with %d backup worker(s): each update waits for %d '
+                 'gradients of its step and averages all that have arrived by then (one '
+                 'per worker); later ones for that step are dropped',
                  workers - config.replicas_to_aggregate, config.replicas_to_aggregate)
   return _train_in_cluster(job, server, stop_event)
 

@@ -207,11 +207,12 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
   if sync_flags:
     assert 'Synchronous with 1 backup worker(s)' in logs['worker-0.log']
     # With a backup worker there is no big-batch equivalence; what holds is that each
-    # update takes 2 gradients of distinct workers, all computed at the update's step.
+    # update takes at least 2 gradients, at most one per worker (a backup worker's that
+    # arrives before the chief takes them is averaged in), all computed at the update's step.
     trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
     assert [line.step for line in trace] == list(range(steps_wanted)), trace
     for line in trace:
-      assert max(line.counts) == 1 and sum(line.counts) == 2, line
+      assert max(line.counts) == 1 and sum(line.counts) >= 2, line
       assert all(s == line.step for s, c in zip(line.steps, line.counts) if c), line
   # Asynchronous workers each add 1 to global_step without waiting for the others, so
   # the ones already inside their last step may carry it past the end, by at most one
