@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from datasets.convert_videos import VideoConversion, convert_videos
-from datasets.make_synthetic_videos import make_synthetic_videos
+from datasets.synthetic.motion_videos import make_synthetic_videos
 from nets import nets_factory
 from tf_compat import tf
 

@@ -21,7 +21,7 @@ from datasets import dataset_factory
 from datasets.convert_videos import (EXIT_SKIPPED, EXIT_STRICT_STOP, StrictStop,
                                      VideoConversion, convert_videos)
 from datasets.dataset_split import DatasetError
-from datasets.make_synthetic_videos import make_synthetic_videos
+from datasets.synthetic.motion_videos import make_synthetic_videos
 from tf_compat import tf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
