@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from core import flag_help
-from datasets.convert_videos import VideoConversion
+from datasets.conversion.video_conversion_config import VideoConversion
 from evaluation.config import EvalConfig
 from nets.inflate import InflateConfig
 from serving.export_model import ExportConfig
