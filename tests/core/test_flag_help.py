@@ -10,7 +10,7 @@ import pytest
 from core import flag_help
 from datasets.conversion.video_conversion_config import VideoConversion
 from evaluation.config import EvalConfig
-from nets.inflate import InflateConfig
+from nets.inflation import InflateConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig
 from training.config import TrainConfig
