@@ -109,7 +109,7 @@ demo-i3d: setup
 	    --videos_per_class=48 --sizes=112x144,120x160 --min_frames=8 --max_frames=48
 	$(PY) -m datasets.convert_videos --dataset_name=video_folder \
 	    --video_dir=$(I3D_DIR)/videos/videos --splits_dir=$(I3D_DIR)/videos/splits \
-	    --output_dir=$(I3D_DIR)/data --short_side=128 --num_shards=4
+	    --output_dir=$(I3D_DIR)/data --short_side=128 --num_shards=4 --num_processes=2
 	$(PY) train_image_classifier.py --flagfile=configs/synthetic_i3d_rgb_scratch_2xcpu_16f.cfg \
 	    --dataset_dir=$(I3D_DIR)/data --train_dir=$(I3D_DIR)/train
 	$(PY) eval.py --dataset_name=video_folder --dataset_dir=$(I3D_DIR)/data \

@@ -32,6 +32,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import tempfile
 import time
 from typing import Optional
@@ -41,7 +42,7 @@ from absl import app, flags
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment import launch_local
+from deployment import local_cluster
 from resolve import names
 
 
@@ -63,22 +64,22 @@ class ClusterSettings:
                                      'temporary directory.')
   work_dir: Optional[str] = param(None, 'Train and log directories; default: temporary.')
   isolation: str = param('auto', 'As launch_local: one of %s.'
-                         % ', '.join(launch_local.ISOLATIONS))
+                         % ', '.join(local_cluster.ISOLATIONS))
 
 
 define_flags(ClusterSettings)
 FLAGS = flags.FLAGS
 
-LINE = re.compile(r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+): loss = ', re.M)
-WORKER_RATE = re.compile(r'\] step (\d+): loss = \S+ \(([\d.]+) examples/sec', re.M)
+LINE = re.compile(r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+)(?: of \d+)?: loss = ', re.M)
+WORKER_RATE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = \S+ \(([\d.]+) examples/sec', re.M)
 
 
 def check_settings(settings):
   """Returns `settings` if the benchmark can run with them; else ConfigError naming the flag."""
   names.network_spec(settings.model_name)
-  if settings.isolation not in launch_local.ISOLATIONS:
+  if settings.isolation not in local_cluster.ISOLATIONS:
     raise errors.ConfigError('--isolation=%s is not accepted: use one of %s'
-                             % (settings.isolation, ', '.join(launch_local.ISOLATIONS)))
+                             % (settings.isolation, ', '.join(local_cluster.ISOLATIONS)))
   if settings.rounds < 1:
     raise errors.ConfigError('--rounds=%d is not accepted: use 1 or more (the summary is '
                              'a median over rounds)' % settings.rounds)
@@ -156,9 +157,11 @@ def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
   train_dir = os.path.join(work_dir, name)
   cores = os.cpu_count() or 1
   affinity = {'worker-%d' % i: [i % cores] for i in range(num_workers)}
-  cluster = launch_local.LocalCluster(
-      1, num_workers, _train_flags(settings, dataset_dir, train_dir, num_workers),
-      os.path.join(train_dir, 'logs'), isolation=settings.isolation, cpu_affinity=affinity)
+  command = [sys.executable, 'train_image_classifier.py'] + _train_flags(
+      settings, dataset_dir, train_dir, num_workers)
+  cluster = local_cluster.LocalCluster(
+      1, num_workers, command, os.path.join(train_dir, 'logs'), isolation=settings.isolation,
+      cpu_affinity=affinity)
   with cluster:
     status = cluster.supervise(lambda: False, grace_secs=60)
   with open(cluster.chief.log_path) as log:
@@ -181,7 +184,7 @@ def _dataset_dir(settings, work_dir):
   """settings.dataset_dir, or digits converted into work_dir."""
   if settings.dataset_dir:
     return settings.dataset_dir
-  from datasets.convert_images import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
   directory = os.path.join(work_dir, 'digits')
   convert('digits', directory)
   return directory

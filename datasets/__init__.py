@@ -7,7 +7,10 @@
 - `inputs/`: the tf.data inputs, records -> batches (`image_input` with preprocessing by
   name, `clip_input`).
 - `conversion/`: source data -> records (decoding, flow, the time-limited pool, split lists,
-  shard writing, the image converters).
-- Command-line tools, kept at the paths the docs cite: `python -m datasets.convert_images`,
+  shard writing, the image and video conversions).
+- `synthetic/`: small datasets written from a seed (videos whose classes differ only in
+  the direction of motion).
+- Command-line tools, thin mains kept at the paths the docs cite over the work in
+  `conversion/` and `synthetic/`: `python -m datasets.convert_images`,
   `python -m datasets.convert_videos`, `python -m datasets.make_synthetic_videos`.
 """

@@ -2,7 +2,7 @@ r"""Converts a video dataset into clip records: `python -m datasets.convert_vide
 
     python -m datasets.convert_videos --dataset_name=ucf101 --video_dir=UCF-101 \
         --splits_dir=ucfTrainTestlist --split=1 --output_dir=/data/ucf101_rgb_s1 \
-        --modality=rgb --num_workers=8
+        --modality=rgb --num_processes=8
     python -m datasets.convert_videos --dataset_name=ucf101 --frames_dir=tvl1_flow \
         --splits_dir=ucfTrainTestlist --modality=flow --output_dir=/data/ucf101_flow_s1
 
@@ -10,381 +10,48 @@ Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (la
 `datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
 skipped video with its reason) and, last, `dataset_info.json`.
 
-Videos are decoded in parallel worker processes, each video with a time limit
-(`--video_timeout`); a decoder that hangs is killed and the video skipped. Videos are
-shuffled once with a fixed seed and cut into contiguous shards, so every shard mixes
-classes and shards finish in order. Each finished shard is renamed into place and
-recorded in `progress/`; a rerun keeps finished shards and converts only the rest.
+Videos are decoded in `--num_processes` parallel processes, each video with a time limit
+(`--video_timeout`); a decoder that hangs is killed and the video skipped. A rerun into
+the same `--output_dir` keeps finished shards and converts only the rest. Bad input
+never stops the conversion (unless `--strict`): an empty, truncated, unreadable or
+audio-only file, a listed video that is missing, or a list line naming a class that
+classInd lacks is skipped, listed in the manifest and in one summary line. The work is
+in datasets/conversion/video_conversion.py.
 
-Bad input never stops the conversion (unless `--strict`): an empty, truncated, unreadable
-or audio-only file, a listed video that is missing, or a list line naming a class that
-classInd lacks is skipped, listed in the manifest and in one summary line.
-
-Exit status: 0 every listed video converted; 3 conversion complete but some videos
-skipped (see manifest.json); 4 stopped by --strict at the first bad video (finished
-shards kept, no dataset_info.json); 2 a usage error; 1 an I/O error.
+Exit status (the table in core/errors.py): 0 every listed video converted; 4 conversion
+complete but some videos skipped (see manifest.json); 3 stopped by --strict at the first
+bad video (finished shards kept, no dataset_info.json); 2 bad flags; 6 the output could
+not be written.
 """
 
-import dataclasses
-import json
-import os
-import random
-import sys
-import time
-from typing import Optional
+from absl import app
 
-from datasets.dataset_split import DatasetError
-from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
-from datasets.conversion.video_frames import VideoTask, process_video
-from core.params import param
+from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
+from datasets.conversion.video_conversion_config import VideoConversion
 
-__all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'EXIT_SKIPPED',
-           'EXIT_STRICT_STOP']
-
-# TensorFlow-side modules, imported by _import_record_writers() when a conversion starts,
-# not at import time: spawned workers re-import this module (it is __main__ under
-# `python -m`), and importing TensorFlow there cost 5.3 s per worker.
-converted_data = dataset_factory = shard_writer = video_records = None
-
-EXIT_SKIPPED = 3
-EXIT_STRICT_STOP = 4
-
-
-class StrictStop(Exception):
-  """--strict met a bad video: the message names it and the reason."""
-
-
-@dataclasses.dataclass(frozen=True)
-class VideoConversion:
-  """One conversion; each field is also a flag of the CLI."""
-  dataset_name: Optional[str] = param(None, 'One of ucf101, hmdb51, video_folder.')
-  output_dir: Optional[str] = param(None, 'Directory for shards, labels and manifest.')
-  video_dir: Optional[str] = param(None, 'Root of the videos (<class>/<video> below it).')
-  splits_dir: Optional[str] = param(None, 'Official split lists (classInd.txt, '
-                                    'trainlist0N.txt, ...); video_folder: optional.')
-  split: int = param(1, 'Official split, 1 to 3.')
-  modality: str = param('rgb', 'rgb (3 channels) or flow (TV-L1, 2 channels).')
-  short_side: int = param(256, 'Resize so the shorter side has this size, aspect kept; '
-                          '0 keeps the size.')
-  fps: float = param(0.0, 'Resample to this frame rate; 0 keeps the source rate.')
-  num_workers: int = param(2, 'Videos decoded in parallel (worker processes).')
-  num_shards: int = param(10, 'Shards per split (fewer if there are fewer videos).')
-  frames_dir: Optional[str] = param(None, 'Import extracted frames instead of videos: '
-                                    'jpegs_256/ (rgb) or tvl1_flow/ with u/ and v/ (flow).')
-  video_timeout: float = param(300.0, 'Seconds one video may take before it is skipped.')
-  strict: bool = param(False, 'Stop at the first bad video instead of skipping it.')
-  test_fraction: float = param(0.3, 'video_folder without lists: held-out test fraction.')
-  seed: int = param(0, 'Seed of the shard order (and of the video_folder split).')
-  jpeg_quality: int = param(90, 'JPEG quality of the stored frames.')
-  progress: bool = param(True, 'Show a progress bar on stderr.')
-
-  def settings(self):
-    """What must match for a rerun to resume in the same output_dir."""
-    keep = ('dataset_name', 'split', 'modality', 'short_side', 'fps', 'num_shards',
-            'jpeg_quality', 'seed', 'test_fraction')
-    return {name: getattr(self, name) for name in keep} | {
-        'source': 'frames' if self.frames_dir else 'videos'}
-
-
-def _check(conversion):
-  def require(condition, message):
-    if not condition:
-      raise DatasetError(message)
-  video_datasets = dataset_factory.list_datasets(dataset_factory.VIDEO)
-  require(conversion.dataset_name in video_datasets, '--dataset_name=%s is not a video '
-          'dataset; valid: %s' % (conversion.dataset_name, ', '.join(video_datasets)))
-  require(conversion.modality in video_records.MODALITIES, '--modality=%s is not known; '
-          'valid: %s' % (conversion.modality, ', '.join(video_records.MODALITIES)))
-  source = conversion.frames_dir or conversion.video_dir
-  require(source, '--video_dir (or --frames_dir for extracted frames) is required')
-  require(os.path.isdir(source), '%s=%s is not a directory' % (
-      '--frames_dir' if conversion.frames_dir else '--video_dir', source))
-  require(conversion.short_side >= 0, '--short_side=%d must be >= 0 (0 keeps the size)'
-          % conversion.short_side)
-  require(conversion.fps >= 0, '--fps=%g must be >= 0 (0 keeps the source rate)'
-          % conversion.fps)
-  for name in ('num_workers', 'num_shards'):
-    require(getattr(conversion, name) >= 1, '--%s=%d must be >= 1'
-            % (name, getattr(conversion, name)))
-  require(1 <= conversion.jpeg_quality <= 100, '--jpeg_quality=%d must be in 1..100'
-          % conversion.jpeg_quality)
-  require(conversion.video_timeout > 0, '--video_timeout must be > 0 seconds')
-
-
-def _check_settings(conversion):
-  """A rerun must use the same settings as the shards already there."""
-  os.makedirs(os.path.join(conversion.output_dir, 'progress'), exist_ok=True)
-  path = os.path.join(conversion.output_dir, 'conversion.json')
-  settings = conversion.settings()
-  if os.path.exists(path):
-    with open(path) as handle:
-      previous = json.load(handle)
-    if previous != settings:
-      changed = sorted(k for k in settings if previous.get(k) != settings[k])
-      raise DatasetError('--output_dir=%s holds a conversion with other settings (%s); '
-                         'use a new --output_dir' % (conversion.output_dir, ', '.join(changed)))
-  else:
-    converted_data.write_text_atomically(path, json.dumps(settings, indent=2) + '\n')
-
-
-@dataclasses.dataclass
-class _Shard:
-  split: str
-  index: int
-  count: int
-  entries: list
-
-  @property
-  def name(self):
-    return shard_writer.shard_name(self.split, self.index, self.count)
-
-
-def _plan_shards(split_name, entries, conversion):
-  """Shuffled once (fixed seed), cut into contiguous shards: class-mixed, in order."""
-  entries = list(entries)
-  random.Random('%d-%s' % (conversion.seed, split_name)).shuffle(entries)
-  count = max(1, min(conversion.num_shards, len(entries)))
-  return [_Shard(split_name, i, count, entries[i * len(entries) // count:
-                                               (i + 1) * len(entries) // count])
-          for i in range(count)]
-
-
-def _video_id(entry):
-  return os.path.splitext(os.path.basename(entry.relative_path))[0]
-
-
-def _task(entry, conversion):
-  if conversion.frames_dir:
-    return VideoTask(conversion.frames_dir, _video_id(entry), conversion.modality,
-                     fps=conversion.fps, from_frames=True)
-  return VideoTask(os.path.join(conversion.video_dir, entry.relative_path), _video_id(entry),
-                   conversion.modality, conversion.short_side, conversion.fps,
-                   conversion.jpeg_quality)
-
-
-def _missing(entry, conversion):
-  """The reason a listed video cannot even be tried, or None."""
-  if conversion.frames_dir:
-    return None  # Frame folders are checked by the worker (u/ and v/ for flow).
-  path = os.path.join(conversion.video_dir, entry.relative_path)
-  if not os.path.isfile(path):
-    return 'missing: listed in the split but not found at %s' % path
-  return None
-
-
-def _progress_path(conversion, shard):
-  return os.path.join(conversion.output_dir, 'progress', shard.name + '.json')
-
-
-def _shard_done(conversion, shard):
-  final = os.path.join(conversion.output_dir, shard.name)
-  return os.path.exists(final) and os.path.exists(_progress_path(conversion, shard))
-
-
-def _record(entry, result, conversion):
-  return video_records.clip_to_sequence_example(
-      result['frames'], modality=conversion.modality, label=entry.label,
-      label_string=entry.class_name, video_id=_video_id(entry),
-      data_path=entry.relative_path, height=result['height'], width=result['width'],
-      frame_rate=result['frame_rate']).SerializeToString()
-
-
-def _finish_shard(conversion, shard, results):
-  """Writes one shard (records in shard order) and its progress record."""
-  converted = [(e, results[e.relative_path]) for e in shard.entries
-               if isinstance(results.get(e.relative_path), dict)]
-  records = [_record(entry, result, conversion) for entry, result in converted]
-  shard_writer.write_shard(records, conversion.output_dir, shard.split, shard.index,
-                           shard.count, num_records=len(records))
-  summary = {
-      'videos': [{'id': _video_id(e), 'path': e.relative_path, 'label': e.label,
-                  'frames': len(r['frames'])} for e, r in converted],
-      'skipped': [{'path': e.relative_path, 'split': shard.split,
-                   'reason': results[e.relative_path]} for e in shard.entries
-                  if isinstance(results.get(e.relative_path), str)]}
-  converted_data.write_text_atomically(_progress_path(conversion, shard),
-                                       json.dumps(summary, indent=1) + '\n')
-  return summary
-
-
-def _reason(result):
-  if isinstance(result, TaskTimeout):
-    return 'timeout: %s' % result
-  if isinstance(result, TaskFailed):
-    text = str(result)
-    return text[len('BadVideo: '):] if text.startswith('BadVideo: ') else text
-  return None
-
-
-class _Progress:
-  """Videos done, frames/s and ETA on stderr (tqdm), quiet when disabled."""
-
-  def __init__(self, total, enabled):
-    self._bar = None
-    self._frames = 0
-    self._start = time.monotonic()
-    if enabled and total:
-      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-      # disable=None: no bar when stderr is not a terminal (logs, CI).
-      self._bar = tqdm(total=total, unit='video', file=sys.stderr, dynamic_ncols=True,
-                       disable=None)
-
-  def update(self, frames):
-    self._frames += frames
-    if self._bar is not None:
-      rate = self._frames / max(1e-9, time.monotonic() - self._start)
-      self._bar.set_postfix_str('%.0f frames/s' % rate, refresh=False)
-      self._bar.update(1)
-
-  def close(self):
-    if self._bar is not None:
-      self._bar.close()
-
-
-def _run_shards(conversion, shards, results):
-  """Converts every video of the pending shards; writes each shard once it is complete."""
-  tasks, owners = [], []
-  for shard in shards:
-    for entry in shard.entries:
-      if entry.relative_path not in results:
-        tasks.append(_task(entry, conversion))
-        owners.append(entry)
-  waiting = {shard.name: {e.relative_path for e in shard.entries} - set(results)
-             for shard in shards}
-  for shard in [s for s in shards if not waiting[s.name]]:
-    _finish_shard(conversion, shard, results)
-  progress = _Progress(len(tasks), conversion.progress)
-  try:
-    for index, result in run_tasks(process_video, tasks, conversion.num_workers,
-                                   conversion.video_timeout):
-      entry = owners[index]
-      bad = _reason(result)
-      results[entry.relative_path] = bad if bad else result
-      if bad and conversion.strict:
-        raise StrictStop('%s: %s' % (entry.relative_path, bad))
-      progress.update(0 if bad else len(result['frames']))
-      for shard in shards:
-        pending = waiting[shard.name]
-        if entry.relative_path in pending:
-          pending.discard(entry.relative_path)
-          if not pending:
-            _finish_shard(conversion, shard, results)
-            for e in shard.entries:  # Frames are on disk now: free the memory.
-              if isinstance(results.get(e.relative_path), dict):
-                results[e.relative_path] = {'frames': ()}
-  finally:
-    progress.close()
-
-
-def _split_plans(conversion, lists):
-  return {split: _plan_shards(split, entries, conversion)
-          for split, entries in sorted(lists.splits.items())}
-
-
-def _import_record_writers():
-  global converted_data, dataset_factory, shard_writer, video_records  # pylint: disable=global-statement
-  from datasets import converted_data, dataset_factory, video_records  # pylint: disable=import-outside-toplevel,redefined-outer-name
-  from datasets.conversion import shard_writer
-
-
-def convert_videos(conversion):
-  """Runs one conversion; returns the manifest dict. Raises DatasetError or StrictStop."""
-  _import_record_writers()
-  _check(conversion)
-  lists = dataset_factory.read_split_lists(
-      conversion.dataset_name, conversion.splits_dir, conversion.split,
-      conversion.video_dir or conversion.frames_dir, conversion.test_fraction,
-      conversion.seed)
-  if conversion.strict and lists.problems:
-    path, reason = lists.problems[0]
-    raise StrictStop('%s: %s' % (path, reason))
-  _check_settings(conversion)
-  plans = _split_plans(conversion, lists)
-  results = {}
-  pending = []
-  for shards in plans.values():
-    for shard in shards:
-      if _shard_done(conversion, shard):
-        continue
-      for entry in shard.entries:
-        reason = _missing(entry, conversion)
-        if reason:
-          if conversion.strict:
-            raise StrictStop('%s: %s' % (entry.relative_path, reason))
-          results[entry.relative_path] = reason
-      pending.append(shard)
-  _run_shards(conversion, pending, results)
-  return _write_final_files(conversion, lists, plans)
-
-
-def _write_final_files(conversion, lists, plans):
-  """manifest.json and labels.txt, then dataset_info.json last (it marks completion)."""
-  manifest = {'dataset_name': conversion.dataset_name, 'split': conversion.split,
-              'modality': conversion.modality, 'settings': conversion.settings(),
-              'videos': {}, 'frames': {}, 'shards': {},
-              'skipped': [{'path': p, 'split': None, 'reason': r} for p, r in lists.problems]}
-  for split, shards in plans.items():
-    with_progress = []
-    for shard in shards:
-      with open(_progress_path(conversion, shard)) as handle:
-        with_progress.append(json.load(handle))
-    manifest['videos'][split] = sum(len(p['videos']) for p in with_progress)
-    manifest['frames'][split] = sum(v['frames'] for p in with_progress for v in p['videos'])
-    manifest['shards'][split] = len(shards)
-    manifest['skipped'] += [s for p in with_progress for s in p['skipped']]
-  out = conversion.output_dir
-  converted_data.write_text_atomically(os.path.join(out, 'manifest.json'),
-                                       json.dumps(manifest, indent=1) + '\n')
-  converted_data.write_converted_info(
-      out, conversion.dataset_name, list(lists.class_names),
-      video_records.MODALITIES[conversion.modality], manifest['videos'],
-      modality=conversion.modality)
-  return manifest
-
-
-def summary_line(manifest, output_dir):
-  counts = ', '.join('%s %d' % (s, n) for s, n in sorted(manifest['videos'].items()))
-  line = 'converted %s videos (%d frames) into %s' % (
-      counts, sum(manifest['frames'].values()), output_dir)
-  skipped = manifest['skipped']
-  if skipped:
-    shown = '; '.join('%s (%s)' % (s['path'], s['reason']) for s in skipped[:5])
-    line += '; skipped %d: %s%s (all in manifest.json)' % (
-        len(skipped), shown, '; ...' if len(skipped) > 5 else '')
-  return line
+define_flags(VideoConversion)
 
 
 def main(argv):
-  """CLI: flags -> VideoConversion -> convert_videos; exit status as documented above."""
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  from core.params import config_from_flags  # pylint: disable=import-outside-toplevel
-  if len(argv) > 1:
-    print('error: unexpected arguments %s; all settings are --flags' % ' '.join(argv[1:]),
-          file=sys.stderr)
-    return 2
-  conversion = config_from_flags(VideoConversion, flags.FLAGS)
-  if not conversion.output_dir:
-    print('error: --output_dir is required', file=sys.stderr)
-    return 2
+  if reject_positional_arguments(argv):
+    return USAGE
+  # Imported here, not at the top: every decoding process starts by importing this module
+  # again (multiprocessing's spawn), and the work module imports TensorFlow, which cost
+  # 5.3 s per process (tests/datasets/test_convert_videos.py checks they do without).
+  from datasets.conversion import video_conversion  # pylint: disable=import-outside-toplevel
   try:
-    manifest = convert_videos(conversion)
-  except DatasetError as error:
-    print('error: %s' % error, file=sys.stderr)
-    return 2
-  except StrictStop as stop:
-    print('error: --strict: stopped at a bad video: %s' % stop, file=sys.stderr)
-    return EXIT_STRICT_STOP
+    config = config_from_flags(VideoConversion)
+    manifest = video_conversion.convert_videos(config)
+  except EXPECTED as error:
+    return report(error)
   except OSError as error:
-    print('error: conversion into %s failed: %s' % (conversion.output_dir, error),
-          file=sys.stderr)
-    return 1
-  print(summary_line(manifest, conversion.output_dir))
-  return EXIT_SKIPPED if manifest['skipped'] else 0
+    print_error('conversion into %s failed: %s' % (config.output_dir, error))
+    return IO
+  print(video_conversion.summary_line(manifest, config.output_dir))
+  return INCOMPLETE if manifest['skipped'] else OK
 
 
 if __name__ == '__main__':
-  import tf_compat  # pylint: disable=unused-import,wrong-import-position
-  from absl import app  # pylint: disable=wrong-import-position
-  from core.params import define_flags, parse_flags  # pylint: disable=wrong-import-position
-  define_flags(VideoConversion)
   app.run(main, flags_parser=parse_flags)

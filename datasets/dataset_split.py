@@ -3,16 +3,19 @@
 import dataclasses
 from typing import Dict, Optional
 
+from core.errors import ConfigError
+
 # The two kinds of data (input modalities): what decides the input pipeline and the networks
 # that fit. Decided by the records (a video split has an rgb or flow `modality`), only here.
 IMAGE, VIDEO = 'image', 'video'
 
 
-class DatasetError(ValueError):
+class DatasetError(ConfigError):
   """A user-facing problem with a dataset name, split, directory or conversion input.
 
   The message is one line naming the bad value and what would be accepted, so command line
-  tools print it as `error: <message>` without a traceback.
+  tools print it as `error: <message>` without a traceback: a ConfigError (a ValueError),
+  exit status 2 (USAGE) in core/errors.py's table.
   """
 
 

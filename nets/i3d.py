@@ -23,7 +23,7 @@ MaxPool3d_0a_3x3 (3x3x3, stride 1) then Conv3d_0b_1x1.
 Variable names are slim's (`InceptionV1/Conv3d_1a_7x7/weights`,
 `InceptionV1/Conv3d_1a_7x7/BatchNorm/{beta,moving_mean,moving_variance}`,
 `InceptionV1/Logits/Conv3d_0c_1x1/{weights,biases}`), so 2-D Inception-v1 checkpoints
-inflate name by name (nets/inflate.py). Unlike tf_slim's 2-D net and DeepMind's
+inflate name by name (nets/inflation.py). Unlike tf_slim's 2-D net and DeepMind's
 checkpoints, Mixed_5b/Branch_2's 3x3 conv is called Conv3d_0b_3x3 like in every other
 block; the checkpoint name maps (nets/i3d_checkpoints.py) translate the old name.
 """

@@ -10,7 +10,7 @@ and passes `name_map` (None or fn(variable op name) -> checkpoint name) on to
 
 Checkpoint namings understood:
 
-* slim (ours, and inflated ones from nets/inflate.py): `InceptionV1/Conv3d_1a_7x7/weights`,
+* slim (ours, and inflated ones from nets/inflation.py): `InceptionV1/Conv3d_1a_7x7/weights`,
   `.../BatchNorm/beta`; used as is (name_map None).
 * DeepMind kinetics-i3d (Sonnet): `RGB/inception_i3d/...` (rgb_scratch, rgb_imagenet),
   `Flow/inception_i3d/...` (flow_scratch, flow_imagenet), and rgb_scratch_kin600's

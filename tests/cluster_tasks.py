@@ -1,6 +1,6 @@
-"""Helpers for the multi-process cluster tests: flags, waiting on logs, reading results.
+"""Helpers for the multi-process cluster tests: commands, waiting on logs, reading results.
 
-Every cluster test starts real processes on 127.0.0.1 (deployment.launch_local's
+Every cluster test starts real processes on 127.0.0.1 (deployment.local_cluster's
 LocalCluster, one log per task) and kills them all in `finally` (LocalCluster is a
 context manager). Timeouts are short: a missing task is detected in seconds, not the
 defaults' minutes.
@@ -9,11 +9,14 @@ defaults' minutes.
 import glob
 import os
 import re
+import sys
 import time
 
-STEP_LINE = re.compile(r'\] step (\d+): loss = ')
+STEP_LINE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = ')
 READY_LINE = re.compile(r'Session ready at global step (\d+)')
 WAIT_SECS = 150  # Upper bound for one cluster run on a loaded 2-core machine.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
 
 
 def train_flags(dataset_dir, train_dir, dataset_name='digits', **overrides):
@@ -35,6 +38,11 @@ def train_flags(dataset_dir, train_dir, dataset_name='digits', **overrides):
     else:
       flags.append('--%s=%s' % (name, value))
   return flags
+
+
+def trainer(flags):
+  """The command a LocalCluster task runs to train: this Python, the trainer, `flags`."""
+  return [sys.executable, TRAIN_SCRIPT] + list(flags)
 
 
 def log_text(task):

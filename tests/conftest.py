@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture(scope='session')
 def digits_dir(tmp_path_factory):
   """scikit-learn digits converted once per session (1437 train / 360 test); read-only."""
-  from datasets.convert_images import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
   output_dir = str(tmp_path_factory.mktemp('digits'))
   convert('digits', output_dir)
   return output_dir

@@ -66,19 +66,10 @@ def test_every_package_is_ruled():
 FLAG_LAYER = {'core/params.py', 'core/flag_help.py'}
 FLAG_DEFINERS = {'core/params.py'}
 
-# Current offenders: tools that still define their flags with flags.DEFINE_* or read FLAGS
-# outside main. Being moved on branch tools; remove when merged (an entry that no longer
-# offends fails test_allow_lists_name_only_current_offenders, so the list only shrinks).
-FLAGS_READ_ALLOWED = set()  # Every FLAGS read is in a main.
-DEFINE_ALLOWED = {
-    # _define_flags: flags.DEFINE_*: being moved on branch tools; remove when merged.
-    'datasets/convert_images.py',
-    # _define_flags: flags.DEFINE_*: being moved on branch tools; remove when merged.
-    'datasets/make_synthetic_videos.py',
-    # _define_flags: flags.DEFINE_* (DEFINE_enum too): being moved on branch tools;
-    # remove when merged.
-    'deployment/launch_local.py',
-}
+# Offenders allowed for now (an entry that no longer offends fails
+# test_allow_lists_name_only_current_offenders, so the lists only shrink): none.
+FLAGS_READ_ALLOWED = set()
+DEFINE_ALLOWED = set()
 
 _DEFINE = re.compile(r'^DEFINE(_\w+)?$')
 

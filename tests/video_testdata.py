@@ -21,8 +21,8 @@ import os
 import numpy as np
 from PIL import Image
 
-from datasets.convert_videos import VideoConversion, convert_videos
-from datasets.make_synthetic_videos import make_synthetic_videos
+from datasets.conversion.video_conversion import VideoConversion, convert_videos
+from datasets.synthetic.motion_videos import make_synthetic_videos
 from nets import nets_factory
 from tf_compat import tf
 
@@ -59,7 +59,7 @@ def converted(tmp_path_factory, modality='rgb'):
     convert_videos(VideoConversion(
         dataset_name='video_folder', output_dir=output_dir, video_dir=videos['video_dir'],
         splits_dir=videos['split_dir'], modality=modality, short_side=SHORT_SIDE,
-        num_workers=2, num_shards=2, progress=False))
+        num_processes=2, num_shards=2, progress=False))
     _CACHE[key] = output_dir
   return _CACHE[key]
 

@@ -19,12 +19,12 @@ def convert(data, output_dir, *, short_side, num_workers):
   Returns {'seconds', 'videos', 'frames'}; RuntimeError if the converter skipped a video.
   """
   # pylint: disable-next=import-outside-toplevel
-  from datasets.convert_videos import VideoConversion, convert_videos
+  from datasets.conversion.video_conversion import VideoConversion, convert_videos
   start = time.perf_counter()
   manifest = convert_videos(VideoConversion(
       dataset_name='video_folder', video_dir=data['video_dir'],
       splits_dir=data['splits_dir'], output_dir=output_dir, short_side=short_side,
-      num_workers=num_workers, modality='rgb', progress=False))
+      num_processes=num_workers, modality='rgb', progress=False))
   seconds = time.perf_counter() - start
   if manifest['skipped']:
     raise RuntimeError('the converter skipped videos: %s' % manifest['skipped'])

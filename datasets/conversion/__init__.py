@@ -2,6 +2,8 @@
 
 Decoding (`video_decode`, `video_frames`, flow included), the time-limited process pool
 (`timed_pool`), split lists (`video_splits`, `stratified_split`), sharded atomic writing
-(`shard_writer`) and the image converters (`convert_digits`, `convert_image_folder`).
+(`shard_writer`), the image converters (`convert_digits`, `convert_image_folder`) and the
+work of the converter tools (`image_conversion`; `video_conversion` with its
+TensorFlow-free settings in `video_conversion_config`).
 No module here is imported by training, evaluation or serving graphs.
 """

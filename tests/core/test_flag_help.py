@@ -8,9 +8,12 @@ import sys
 import pytest
 
 from core import flag_help
-from datasets.convert_videos import VideoConversion
+from datasets.conversion.image_conversion import ImageConversion
+from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.synthetic.motion_videos import SyntheticVideosConfig
+from deployment.local_cluster import LaunchConfig
 from evaluation.config import EvalConfig
-from nets.inflate import InflateConfig
+from nets.inflation import InflateConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig
 from training.config import TrainConfig
@@ -22,8 +25,11 @@ ENTRIES = [
     (['eval.py'], EvalConfig),
     (['export.py'], ExportConfig),
     (['predict.py'], PredictConfig),
+    (['-m', 'datasets.convert_images'], ImageConversion),
     (['-m', 'datasets.convert_videos'], VideoConversion),
+    (['-m', 'datasets.make_synthetic_videos'], SyntheticVideosConfig),
     (['-m', 'nets.inflate'], InflateConfig),
+    (['-m', 'deployment.launch_local'], LaunchConfig),
 ]
 
 
@@ -46,6 +52,26 @@ def test_help_lists_every_flag_of_the_entry_by_group(entry, config_class):
     assert flag_help.group_label(group) + ':' in text, group
   assert '--helpfull' in text
   assert 'absl.logging' not in text  # Only --helpfull lists everyone's flags.
+  if entry[0] == '-m':  # A tool: its docstring, the usage, comes first.
+    assert 'Exit status (the table in core/errors.py)' in text or 'Exit status:' in text
+
+
+@pytest.mark.parametrize('entry, config_class', ENTRIES[4:],
+                         ids=[entry[-1] for entry, _ in ENTRIES[4:]])
+def test_every_tool_groups_its_flags(entry, config_class):
+  """Each tool's config names its groups (`# Group.` comments), so --help has them."""
+  del entry
+  assert len(set(flag_help.field_groups(config_class).values())) >= 2
+  assert set(flag_help.field_groups(config_class)) == set(_flag_names(config_class))
+
+
+def test_the_launchers_help_stops_at_the_separator():
+  """--help after `--` belongs to the command the tasks run, not to the launcher."""
+  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local', '--num_ps=0',
+                           '--', 'python', 'trainer.py', '--help'],
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 2 and 'num_ps=0' in result.stderr, result.stderr
 
 
 def test_helpfull_keeps_the_groups_and_adds_the_libraries_flags():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets import convert_images
+from datasets.conversion import image_conversion
 from tf_compat import tf
 
 
@@ -16,7 +16,7 @@ from tf_compat import tf
 def digits_dir(tmp_path_factory):
   """Digits converted once per session (about 4 s), 4 shards per split."""
   output_dir = str(tmp_path_factory.mktemp('digits'))
-  convert_images.convert('digits', output_dir, num_shards=4)
+  image_conversion.convert('digits', output_dir, num_shards=4)
   return output_dir
 
 

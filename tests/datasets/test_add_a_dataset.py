@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from datasets import dataset_factory
-from datasets.convert_videos import VideoConversion, convert_videos
+from datasets.conversion.video_conversion import VideoConversion, convert_videos
 from tests.video_testdata import synthetic_videos
 
 MODULE = textwrap.dedent('''
@@ -81,7 +81,7 @@ def test_a_new_video_dataset_is_one_module_and_one_registration_line(
   output_dir = str(tmp_path / 'records')
   manifest = convert_videos(VideoConversion(
       dataset_name='csv_videos', output_dir=output_dir, video_dir=videos['video_dir'],
-      splits_dir=str(lists), short_side=32, num_workers=1, num_shards=1, progress=False))
+      splits_dir=str(lists), short_side=32, num_processes=1, num_shards=1, progress=False))
   assert manifest['videos'] == {'test': len(by_class), 'train': len(rows) - len(by_class)}
   split = dataset_factory.get_dataset('csv_videos', 'test', output_dir)
   assert (split.num_samples, split.num_classes, split.modality) == (

@@ -51,3 +51,19 @@ def test_image_folder_lists_skipped_files_and_sums_up(image_tree, tmp_path):
   assert result.stdout.strip().splitlines() == [
       'converted image_folder into %s: train 8, test 2 records, 3 classes; skipped 3 '
       'unreadable file(s), listed above' % (tmp_path / 'out')]
+
+
+def test_an_output_that_cannot_be_written_exits_6_with_one_line(tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('')
+  result = _run('--dataset_name=digits', '--output_dir=%s' % (blocker / 'out'))
+  assert result.returncode == 6, result.stderr  # IO in core/errors.py's table
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: conversion into %s' % (blocker / 'out'))
+
+
+def test_positional_arguments_are_refused_in_one_line(tmp_path):
+  result = _run('--dataset_name=digits', '--output_dir=%s' % tmp_path, 'extra')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      "error: unexpected arguments ['extra'] (flags look like --name=value)"]

@@ -1,4 +1,5 @@
-"""deployment.launch_local: whole clusters on 127.0.0.1, real processes, one log per task.
+"""deployment.launch_local and deployment.local_cluster: whole clusters on 127.0.0.1, real
+processes, one log per task.
 
 The numerical test compares 2 synchronous workers of per-worker batch b with ONE worker
 of batch 2b (an independent, single-process run). Data order is made identical by
@@ -40,9 +41,9 @@ from PIL import Image
 
 from datasets import converted_data, image_records
 from deployment import sync_replicas
-from deployment.launch_local import ROOT, LocalCluster
-from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, ready_steps, steps,
-                                 train_flags, wait_for, WAIT_SECS)
+from deployment.local_cluster import LocalCluster
+from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, ready_steps, steps,
+                                 train_flags, trainer, wait_for, WAIT_SECS)
 from tf_compat import tf
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE, train
@@ -53,8 +54,10 @@ STEPS = 5
 
 
 def launcher_argv(num_ps, num_workers, flags, *launcher_flags):
+  """The launcher running the trainer with `flags` (run from ROOT)."""
   return ([sys.executable, '-m', 'deployment.launch_local', '--num_ps=%d' % num_ps,
-           '--num_workers=%d' % num_workers] + list(launcher_flags) + ['--'] + flags)
+           '--num_workers=%d' % num_workers] + list(launcher_flags) +
+          ['--', sys.executable, 'train_image_classifier.py'] + flags)
 
 
 def environment():
@@ -108,7 +111,8 @@ def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path
                       replicas_to_aggregate=2, max_number_of_steps=STEPS, sync_trace=True,
                       checkpoint_path=start,
                       **{k: v for k, v in common.items() if k != 'dataset_dir'})
-  result = subprocess.run(launcher_argv(1, 2, flags), cwd=ROOT, env=environment(),
+  log_flag = '--task_log_dir=%s' % (train_dir / 'logs')
+  result = subprocess.run(launcher_argv(1, 2, flags, log_flag), cwd=ROOT, env=environment(),
                           capture_output=True, text=True, timeout=WAIT_SECS)
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'ps-0: 0, worker-0: 0, worker-1: 0' in result.stdout, result.stdout
@@ -150,7 +154,7 @@ def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, 
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=100000)
   log_dir = tmp_path / 'logs'
-  process = subprocess.Popen(launcher_argv(1, 2, flags, '--log_dir=%s' % log_dir),
+  process = subprocess.Popen(launcher_argv(1, 2, flags, '--task_log_dir=%s' % log_dir),
                              cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
   try:
@@ -171,9 +175,9 @@ def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, 
   assert saved >= 10
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=saved + 10)
-  result = subprocess.run(launcher_argv(1, 2, flags, '--log_dir=%s' % (tmp_path / 'again')),
-                          cwd=ROOT, env=environment(), capture_output=True, text=True,
-                          timeout=WAIT_SECS)
+  log_flag = '--task_log_dir=%s' % (tmp_path / 'again')
+  result = subprocess.run(launcher_argv(1, 2, flags, log_flag), cwd=ROOT, env=environment(),
+                          capture_output=True, text=True, timeout=WAIT_SECS)
   assert result.returncode == 0, result.stdout + result.stderr
   assert ready_steps((tmp_path / 'again' / 'worker-0.log').read_text()) == [saved]
   assert checkpoint_steps(train_dir)[-1] == saved + 10
@@ -193,8 +197,10 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
   steps_wanted = 20
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, max_number_of_steps=steps_wanted, **sync_flags)
-  result = subprocess.run(launcher_argv(1, num_workers, flags), cwd=ROOT, env=environment(),
-                          capture_output=True, text=True, timeout=WAIT_SECS)
+  result = subprocess.run(launcher_argv(1, num_workers, flags,
+                                        '--task_log_dir=%s' % (train_dir / 'logs')),
+                          cwd=ROOT, env=environment(), capture_output=True, text=True,
+                          timeout=WAIT_SECS)
   assert result.returncode == 0, result.stdout + result.stderr
   statuses = ', '.join(['ps-0: 0'] + ['worker-%d: 0' % i for i in range(num_workers)])
   assert statuses in result.stdout, (mode, result.stdout)
@@ -223,18 +229,22 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
 
 
 @pytest.mark.parametrize('argv, text', [
-    (['--num_ps=0', '--', '--train_dir=/tmp/x'], 'num_ps=0'),
-    (['--', '--train_dir=/tmp/x', '--worker_hosts=a:1'], '--worker_hosts=a:1'),
-    (['--', '--model_name=lenet'], '--log_dir is required'),
-    (['--isolation=wide', '--', '--train_dir=/tmp/x'], 'isolation'),
+    (['--num_ps=0', '--', 'true'], 'num_ps=0'),
+    (['--', 'true', '--worker_hosts=a:1'], '--worker_hosts=a:1'),
+    (['--num_workers=1'], 'no command to run'),
+    (['--num_workers=1', '--'], 'no command to run'),
+    (['--task_log_dir=', '--', 'true'], '--task_log_dir is required'),
+    (['--isolation=wide', '--', 'true'], '--isolation=wide is not known'),
+    (['--addressing=env', '--', 'true'], '--addressing=env is not known'),
 ])
 def test_launcher_mistakes_exit_2_with_one_line(argv, text, tmp_path):
-  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local'] + [
-      a.replace('/tmp/x', str(tmp_path)) for a in argv], cwd=ROOT, env=environment(),
-                          capture_output=True, text=True, timeout=60)
+  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local'] + argv,
+                          cwd=tmp_path, env=environment(), capture_output=True, text=True,
+                          timeout=60)
   assert result.returncode == 2, result.stderr
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: ') and text in lines[0], lines
+  assert not os.listdir(tmp_path)  # Nothing started, no log directory made.
 
 
 def _host_listens(port):
@@ -248,9 +258,9 @@ def _host_listens(port):
 @pytest.mark.cluster
 def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
   """TensorFlow binds *:port; isolated, that port does not exist on the host at all."""
-  flags = train_flags(digits_dir, tmp_path / 'train')
-  isolated = LocalCluster(1, 1, flags, str(tmp_path / 'isolated'), isolation='auto')
-  exposed = LocalCluster(1, 1, flags, str(tmp_path / 'exposed'), isolation='none')
+  command = trainer(train_flags(digits_dir, tmp_path / 'train'))
+  isolated = LocalCluster(1, 1, command, str(tmp_path / 'isolated'), isolation='auto')
+  exposed = LocalCluster(1, 1, command, str(tmp_path / 'exposed'), isolation='none')
   try:
     isolated.isolate()
     if isolated.network is None:
@@ -277,7 +287,7 @@ def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
     exposed.kill()
 
 
-# A stand-in for train_image_classifier.py: no TensorFlow, behaviour chosen per task by
+# A stand-in for a trainer: no TensorFlow, behaviour chosen per task by
 # --behaviour=<task>:<action>,... (exit<N>: exit with N after 0.3 s; finish: exit 0 after
 # 0.3 s, once every task is ready; otherwise run until SIGTERM, then print it and exit 0).
 # Each prints 'ready' (and marks --ready_dir) once its SIGTERM handler is in place: tests
@@ -309,9 +319,31 @@ def _fake_cluster(tmp_path, behaviour, num_workers=2):
   script.write_text(FAKE_TASK)
   ready = tmp_path / 'ready'
   ready.mkdir()
-  return LocalCluster(1, num_workers, ['--behaviour=' + behaviour, '--ready_dir=%s' % ready,
-                                       '--num_tasks=%d' % (1 + num_workers)],
-                      str(tmp_path / 'logs'), isolation='none', script=str(script))
+  command = [sys.executable, str(script), '--behaviour=' + behaviour,
+             '--ready_dir=%s' % ready, '--num_tasks=%d' % (1 + num_workers)]
+  return LocalCluster(1, num_workers, command, str(tmp_path / 'logs'), isolation='none')
+
+
+def test_the_launcher_runs_any_command_and_says_where_the_logs_are(tmp_path):
+  """Not the trainer: a stand-in gets the cluster flags; with no --task_log_dir the logs
+  go to runs/launch_local below the working directory, as the start-up line says."""
+  script = tmp_path / 'fake_task.py'
+  script.write_text(FAKE_TASK)
+  (tmp_path / 'ready').mkdir()
+  result = subprocess.run(
+      [sys.executable, '-m', 'deployment.launch_local', '--num_ps=1', '--num_workers=1',
+       '--isolation=none', '--', sys.executable, str(script), '--ready_dir=%s' % (
+           tmp_path / 'ready'), '--num_tasks=2', '--behaviour=worker-0:finish,ps-0:finish'],
+      cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=60)
+  assert result.returncode == 0, result.stdout + result.stderr
+  startup = result.stdout.splitlines()[0]
+  assert ('each runs %s %s --ready_dir=' % (sys.executable, script)) in startup, startup
+  assert '+ --ps_hosts --worker_hosts --job_name --task_index' in startup
+  assert startup.endswith('logs: runs/launch_local/<job>-<index>.log'), startup
+  logs = tmp_path / 'runs' / 'launch_local'
+  assert sorted(os.listdir(logs)) == ['ps-0.log', 'worker-0.log']
+  assert 'worker-0 ready' in (logs / 'worker-0.log').read_text()
+  assert 'ps-0: 0, worker-0: 0' in result.stdout
 
 
 def _all_ready(log_dir, names):
@@ -362,11 +394,11 @@ def test_tasks_do_not_outlive_a_killed_launcher(tmp_path):
   (tmp_path / 'ready').mkdir()
   launcher = subprocess.Popen([sys.executable, '-c', (
       'import sys, time; sys.path.insert(0, %r)\n'
-      'from deployment.launch_local import LocalCluster\n'
-      'cluster = LocalCluster(1, 1, ["--ready_dir=%s", "--num_tasks=2"], %r, '
-      'isolation="none", script=%r).start()\n'
+      'from deployment.local_cluster import LocalCluster\n'
+      'command = [sys.executable, %r, "--ready_dir=%s", "--num_tasks=2"]\n'
+      'cluster = LocalCluster(1, 1, command, %r, isolation="none").start()\n'
       'print(" ".join(str(t.process.pid) for t in cluster.tasks), flush=True)\n'
-      'time.sleep(60)') % (ROOT, tmp_path / 'ready', str(tmp_path / 'logs'), str(script))],
+      'time.sleep(60)') % (ROOT, str(script), tmp_path / 'ready', str(tmp_path / 'logs'))],
                               stdout=subprocess.PIPE, text=True)
   try:
     pids = [int(p) for p in launcher.stdout.readline().split()]

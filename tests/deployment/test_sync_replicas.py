@@ -17,7 +17,7 @@ import portpicker
 import pytest
 
 from deployment import sync_replicas
-from deployment.launch_local import ROOT
+from tests.cluster_tasks import ROOT
 from tf_compat import tf
 
 TARGETS = np.array([[1.0, 0.0], [0.0, 3.0]], np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.convert_images import convert
+from datasets.conversion.image_conversion import convert
 from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tf_compat import tf, slim

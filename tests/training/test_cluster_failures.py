@@ -1,6 +1,6 @@
 """The failure matrix of docs/cluster.md, each row with real processes on 127.0.0.1.
 
-Every test starts its tasks with deployment.launch_local.LocalCluster (one log per task)
+Every test starts its tasks with deployment.local_cluster.LocalCluster (one log per task)
 and kills them all on the way out. A kill is SIGKILL: the task gets no chance to clean up.
 """
 
@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from deployment.launch_local import ROOT, LocalCluster, TRAIN_SCRIPT
+from deployment.local_cluster import LocalCluster
 from tf_compat import tf
-from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, error_lines,
-                                 last_start, log_text, ready_steps, steps, train_flags,
-                                 wait_for, wait_for_step, WAIT_SECS)
+from tests.cluster_tasks import (ROOT, TRAIN_SCRIPT, assert_clean_log, checkpoint_steps,
+                                 error_lines, last_start, log_text, ready_steps, steps,
+                                 train_flags, trainer, wait_for, wait_for_step, WAIT_SECS)
 
 pytestmark = pytest.mark.cluster
 
@@ -34,7 +34,7 @@ def test_non_chief_worker_stopped_or_killed_and_restarted_rejoins(digits_dir, tm
   then dies (SIGKILL) and is restarted again; training ends at its last step."""
   flags = train_flags(digits_dir, tmp_path / 'train', sync_replicas=True,
                       replicas_to_aggregate=2, max_number_of_steps=60)
-  with LocalCluster(1, 2, flags, str(tmp_path / 'logs')) as cluster:
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
     wait_for_step(cluster, 'worker-1', 10)
     cluster.signal('worker-1', signal.SIGTERM)
     assert cluster.wait('worker-1', 30) == 0
@@ -60,7 +60,8 @@ def test_chief_killed_and_restarted_resumes_without_going_back(digits_dir, tmp_p
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=60, save_interval_secs=1)
-  with LocalCluster(1, 2, flags, str(tmp_path / 'logs'), addressing='tf_config') as cluster:
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'),
+                    addressing='tf_config') as cluster:
     wait_for_step(cluster, 'worker-0', 15)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
     cluster.signal('worker-0', signal.SIGKILL)
@@ -137,7 +138,7 @@ def test_a_chief_lost_inside_a_synchronous_update_is_replaced_without_a_deadlock
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=40, save_interval_secs=1, step_timeout_secs=40)
-  with LocalCluster(1, 2, flags, str(tmp_path / 'logs')) as cluster:
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
     wait_for_step(cluster, 'worker-1', 10)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
     cluster.signal('worker-0', signal.SIGSTOP)
@@ -167,7 +168,7 @@ def test_parameter_server_killed_every_worker_exits_then_the_job_resumes(digits_
                                                                          tmp_path):
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, max_number_of_steps=80, save_interval_secs=1)
-  with LocalCluster(1, 2, flags, str(tmp_path / 'logs')) as cluster:
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
     wait_for_step(cluster, 'worker-0', 10)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
     cluster.signal('ps-0', signal.SIGKILL)
@@ -182,7 +183,7 @@ def test_parameter_server_killed_every_worker_exits_then_the_job_resumes(digits_
   checkpoint = str(train_dir / ('model.ckpt-%d' % saved))
   # Asynchronous: the file is named at the save's start, the step inside may be later.
   saved_step = int(tf.train.load_checkpoint(checkpoint).get_tensor('global_step'))
-  with LocalCluster(1, 2, flags, str(tmp_path / 'logs2')) as cluster:
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs2')) as cluster:
     _assert_all_exit_0(cluster)
     chief = log_text(cluster.chief)
     assert 'Resuming from %s' % checkpoint in chief
@@ -196,8 +197,8 @@ def test_a_task_that_never_arrives_times_out_with_a_clear_message(digits_dir, tm
   step cannot finish), in the other the chief never starts (worker 1 waits for it)."""
   flags = train_flags(digits_dir, tmp_path / 'train', sync_replicas=True,
                       replicas_to_aggregate=2, startup_timeout_secs=8, step_timeout_secs=8)
-  no_worker = LocalCluster(1, 2, flags, str(tmp_path / 'a'))
-  no_chief = LocalCluster(1, 2, flags, str(tmp_path / 'b'))
+  no_worker = LocalCluster(1, 2, trainer(flags), str(tmp_path / 'a'))
+  no_chief = LocalCluster(1, 2, trainer(flags), str(tmp_path / 'b'))
   try:
     for cluster, present in ((no_worker, 'worker-0'), (no_chief, 'worker-1')):
       cluster.start_task('ps-0')

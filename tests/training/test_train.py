@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 
-from datasets.convert_images import convert
+from datasets.conversion.image_conversion import convert
 from deployment.session_config import make_session_config
 from evaluation.image_eval import EvalConfig, evaluate
 from tf_compat import tf, slim

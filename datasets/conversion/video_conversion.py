@@ -1,0 +1,312 @@
+"""Video dataset -> clip records: the work of `python -m datasets.convert_videos`.
+
+`convert_videos(conversion)` runs one conversion (a `VideoConversion`, the tool's flags):
+it writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (layout in
+`datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
+skipped video with its reason) and, last, `dataset_info.json`.
+
+Videos are decoded in parallel processes (`timed_pool`), each video with a time limit
+(`video_timeout`); a decoder that hangs is killed and the video skipped. The decoding
+code (`video_frames`) imports no TensorFlow; the records are written here, in the parent.
+Videos are shuffled once with a fixed seed and cut into contiguous shards, so every shard
+mixes classes and shards finish in order. Each finished shard is renamed into place and
+recorded in `progress/`; a rerun keeps finished shards and converts only the rest.
+
+Bad input never stops the conversion (unless `strict`): an empty, truncated, unreadable
+or audio-only file, a listed video that is missing, or a list line naming a class that
+classInd lacks is skipped, listed in the manifest and in the summary line.
+"""
+
+import dataclasses
+import json
+import os
+import random
+import sys
+import time
+
+from core.errors import DataError
+from datasets import converted_data, dataset_factory, video_records
+from datasets.conversion import shard_writer
+from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
+from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.conversion.video_frames import VideoTask, process_video
+from datasets.dataset_split import DatasetError
+
+__all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'summary_line']
+
+
+class StrictStop(DataError):
+  """--strict met a bad video: the message names it and the reason (status 3, DATA)."""
+
+  def __init__(self, path, reason):
+    super().__init__('--strict: stopped at a bad video: %s: %s' % (path, reason))
+
+
+def _check(conversion):
+  def require(condition, message):
+    if not condition:
+      raise DatasetError(message)
+  video_datasets = dataset_factory.list_datasets(dataset_factory.VIDEO)
+  require(conversion.dataset_name in video_datasets, '--dataset_name=%s is not a video '
+          'dataset; valid: %s' % (conversion.dataset_name, ', '.join(video_datasets)))
+  require(conversion.modality in video_records.MODALITIES, '--modality=%s is not known; '
+          'valid: %s' % (conversion.modality, ', '.join(video_records.MODALITIES)))
+  require(conversion.output_dir, '--output_dir is required')
+  source = conversion.frames_dir or conversion.video_dir
+  require(source, '--video_dir (or --frames_dir for extracted frames) is required')
+  require(os.path.isdir(source), '%s=%s is not a directory' % (
+      '--frames_dir' if conversion.frames_dir else '--video_dir', source))
+  require(conversion.short_side >= 0, '--short_side=%d must be >= 0 (0 keeps the size)'
+          % conversion.short_side)
+  require(conversion.fps >= 0, '--fps=%g must be >= 0 (0 keeps the source rate)'
+          % conversion.fps)
+  for name in ('num_processes', 'num_shards'):
+    require(getattr(conversion, name) >= 1, '--%s=%d must be >= 1'
+            % (name, getattr(conversion, name)))
+  require(1 <= conversion.jpeg_quality <= 100, '--jpeg_quality=%d must be in 1..100'
+          % conversion.jpeg_quality)
+  require(conversion.video_timeout > 0, '--video_timeout must be > 0 seconds')
+
+
+def _check_settings(conversion):
+  """A rerun must use the same settings as the shards already there."""
+  os.makedirs(os.path.join(conversion.output_dir, 'progress'), exist_ok=True)
+  path = os.path.join(conversion.output_dir, 'conversion.json')
+  settings = conversion.settings()
+  if os.path.exists(path):
+    with open(path) as handle:
+      previous = json.load(handle)
+    if previous != settings:
+      changed = sorted(k for k in settings if previous.get(k) != settings[k])
+      raise DatasetError('--output_dir=%s holds a conversion with other settings (%s); '
+                         'use a new --output_dir' % (conversion.output_dir, ', '.join(changed)))
+  else:
+    converted_data.write_text_atomically(path, json.dumps(settings, indent=2) + '\n')
+
+
+@dataclasses.dataclass
+class _Shard:
+  split: str
+  index: int
+  count: int
+  entries: list
+
+  @property
+  def name(self):
+    return shard_writer.shard_name(self.split, self.index, self.count)
+
+
+def _plan_shards(split_name, entries, conversion):
+  """Shuffled once (fixed seed), cut into contiguous shards: class-mixed, in order."""
+  entries = list(entries)
+  random.Random('%d-%s' % (conversion.seed, split_name)).shuffle(entries)
+  count = max(1, min(conversion.num_shards, len(entries)))
+  return [_Shard(split_name, i, count, entries[i * len(entries) // count:
+                                               (i + 1) * len(entries) // count])
+          for i in range(count)]
+
+
+def _video_id(entry):
+  return os.path.splitext(os.path.basename(entry.relative_path))[0]
+
+
+def _task(entry, conversion):
+  if conversion.frames_dir:
+    return VideoTask(conversion.frames_dir, _video_id(entry), conversion.modality,
+                     fps=conversion.fps, from_frames=True)
+  return VideoTask(os.path.join(conversion.video_dir, entry.relative_path), _video_id(entry),
+                   conversion.modality, conversion.short_side, conversion.fps,
+                   conversion.jpeg_quality)
+
+
+def _missing(entry, conversion):
+  """The reason a listed video cannot even be tried, or None."""
+  if conversion.frames_dir:
+    return None  # Frame folders are checked by the worker (u/ and v/ for flow).
+  path = os.path.join(conversion.video_dir, entry.relative_path)
+  if not os.path.isfile(path):
+    return 'missing: listed in the split but not found at %s' % path
+  return None
+
+
+def _progress_path(conversion, shard):
+  return os.path.join(conversion.output_dir, 'progress', shard.name + '.json')
+
+
+def _shard_done(conversion, shard):
+  final = os.path.join(conversion.output_dir, shard.name)
+  return os.path.exists(final) and os.path.exists(_progress_path(conversion, shard))
+
+
+def _record(entry, result, conversion):
+  return video_records.clip_to_sequence_example(
+      result['frames'], modality=conversion.modality, label=entry.label,
+      label_string=entry.class_name, video_id=_video_id(entry),
+      data_path=entry.relative_path, height=result['height'], width=result['width'],
+      frame_rate=result['frame_rate']).SerializeToString()
+
+
+def _finish_shard(conversion, shard, results):
+  """Writes one shard (records in shard order) and its progress record."""
+  converted = [(e, results[e.relative_path]) for e in shard.entries
+               if isinstance(results.get(e.relative_path), dict)]
+  records = [_record(entry, result, conversion) for entry, result in converted]
+  shard_writer.write_shard(records, conversion.output_dir, shard.split, shard.index,
+                           shard.count, num_records=len(records))
+  summary = {
+      'videos': [{'id': _video_id(e), 'path': e.relative_path, 'label': e.label,
+                  'frames': len(r['frames'])} for e, r in converted],
+      'skipped': [{'path': e.relative_path, 'split': shard.split,
+                   'reason': results[e.relative_path]} for e in shard.entries
+                  if isinstance(results.get(e.relative_path), str)]}
+  converted_data.write_text_atomically(_progress_path(conversion, shard),
+                                       json.dumps(summary, indent=1) + '\n')
+  return summary
+
+
+def _reason(result):
+  if isinstance(result, TaskTimeout):
+    return 'timeout: %s' % result
+  if isinstance(result, TaskFailed):
+    text = str(result)
+    return text[len('BadVideo: '):] if text.startswith('BadVideo: ') else text
+  return None
+
+
+class _Progress:
+  """Videos done, frames/s and ETA on stderr (tqdm), quiet when disabled."""
+
+  def __init__(self, total, enabled):
+    self._bar = None
+    self._frames = 0
+    self._start = time.monotonic()
+    if enabled and total:
+      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+      # disable=None: no bar when stderr is not a terminal (logs, CI).
+      self._bar = tqdm(total=total, unit='video', file=sys.stderr, dynamic_ncols=True,
+                       disable=None)
+
+  def update(self, frames):
+    self._frames += frames
+    if self._bar is not None:
+      rate = self._frames / max(1e-9, time.monotonic() - self._start)
+      self._bar.set_postfix_str('%.0f frames/s' % rate, refresh=False)
+      self._bar.update(1)
+
+  def close(self):
+    if self._bar is not None:
+      self._bar.close()
+
+
+def _run_shards(conversion, shards, results):
+  """Converts every video of the pending shards; writes each shard once it is complete."""
+  tasks, owners = [], []
+  for shard in shards:
+    for entry in shard.entries:
+      if entry.relative_path not in results:
+        tasks.append(_task(entry, conversion))
+        owners.append(entry)
+  waiting = {shard.name: {e.relative_path for e in shard.entries} - set(results)
+             for shard in shards}
+  for shard in [s for s in shards if not waiting[s.name]]:
+    _finish_shard(conversion, shard, results)
+  progress = _Progress(len(tasks), conversion.progress)
+  try:
+    for index, result in run_tasks(process_video, tasks, conversion.num_processes,
+                                   conversion.video_timeout):
+      entry = owners[index]
+      bad = _reason(result)
+      results[entry.relative_path] = bad if bad else result
+      if bad and conversion.strict:
+        raise StrictStop(entry.relative_path, bad)
+      progress.update(0 if bad else len(result['frames']))
+      for shard in shards:
+        pending = waiting[shard.name]
+        if entry.relative_path in pending:
+          pending.discard(entry.relative_path)
+          if not pending:
+            _finish_shard(conversion, shard, results)
+            for e in shard.entries:  # Frames are on disk now: free the memory.
+              if isinstance(results.get(e.relative_path), dict):
+                results[e.relative_path] = {'frames': ()}
+  finally:
+    progress.close()
+
+
+def _split_plans(conversion, lists):
+  return {split: _plan_shards(split, entries, conversion)
+          for split, entries in sorted(lists.splits.items())}
+
+
+def convert_videos(conversion):
+  """Runs one conversion; returns the manifest dict.
+
+  Raises:
+    DatasetError (a ConfigError): a bad setting, or an output_dir holding a conversion
+      with other settings; nothing converted then.
+    StrictStop (a DataError): `strict` and a bad video; finished shards are kept, no
+      dataset_info.json is written.
+    OSError: the output could not be written.
+  """
+  _check(conversion)
+  lists = dataset_factory.read_split_lists(
+      conversion.dataset_name, conversion.splits_dir, conversion.split,
+      conversion.video_dir or conversion.frames_dir, conversion.test_fraction,
+      conversion.seed)
+  if conversion.strict and lists.problems:
+    path, reason = lists.problems[0]
+    raise StrictStop(path, reason)
+  _check_settings(conversion)
+  plans = _split_plans(conversion, lists)
+  results = {}
+  pending = []
+  for shards in plans.values():
+    for shard in shards:
+      if _shard_done(conversion, shard):
+        continue
+      for entry in shard.entries:
+        reason = _missing(entry, conversion)
+        if reason:
+          if conversion.strict:
+            raise StrictStop(entry.relative_path, reason)
+          results[entry.relative_path] = reason
+      pending.append(shard)
+  _run_shards(conversion, pending, results)
+  return _write_final_files(conversion, lists, plans)
+
+
+def _write_final_files(conversion, lists, plans):
+  """manifest.json and labels.txt, then dataset_info.json last (it marks completion)."""
+  manifest = {'dataset_name': conversion.dataset_name, 'split': conversion.split,
+              'modality': conversion.modality, 'settings': conversion.settings(),
+              'videos': {}, 'frames': {}, 'shards': {},
+              'skipped': [{'path': p, 'split': None, 'reason': r} for p, r in lists.problems]}
+  for split, shards in plans.items():
+    with_progress = []
+    for shard in shards:
+      with open(_progress_path(conversion, shard)) as handle:
+        with_progress.append(json.load(handle))
+    manifest['videos'][split] = sum(len(p['videos']) for p in with_progress)
+    manifest['frames'][split] = sum(v['frames'] for p in with_progress for v in p['videos'])
+    manifest['shards'][split] = len(shards)
+    manifest['skipped'] += [s for p in with_progress for s in p['skipped']]
+  out = conversion.output_dir
+  converted_data.write_text_atomically(os.path.join(out, 'manifest.json'),
+                                       json.dumps(manifest, indent=1) + '\n')
+  converted_data.write_converted_info(
+      out, conversion.dataset_name, list(lists.class_names),
+      video_records.MODALITIES[conversion.modality], manifest['videos'],
+      modality=conversion.modality)
+  return manifest
+
+
+def summary_line(manifest, output_dir):
+  counts = ', '.join('%s %d' % (s, n) for s, n in sorted(manifest['videos'].items()))
+  line = 'converted %s videos (%d frames) into %s' % (
+      counts, sum(manifest['frames'].values()), output_dir)
+  skipped = manifest['skipped']
+  if skipped:
+    shown = '; '.join('%s (%s)' % (s['path'], s['reason']) for s in skipped[:5])
+    line += '; skipped %d: %s%s (all in manifest.json)' % (
+        len(skipped), shown, '; ...' if len(skipped) > 5 else '')
+  return line

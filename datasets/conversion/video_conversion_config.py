@@ -1,0 +1,49 @@
+"""The settings of one video conversion (`python -m datasets.convert_videos`'s flags).
+
+Kept apart from `video_conversion` because the converter's decoding workers start by
+importing the tool's module again (multiprocessing's spawn), and that module imports this
+one: nothing here imports TensorFlow.
+"""
+
+import dataclasses
+from typing import Optional
+
+from core.params import param
+
+__all__ = ['VideoConversion']
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoConversion:
+  """One conversion; each field is also a flag of `python -m datasets.convert_videos`."""
+  # Source.
+  dataset_name: Optional[str] = param(None, 'One of ucf101, hmdb51, video_folder.')
+  video_dir: Optional[str] = param(None, 'Root of the videos (<class>/<video> below it).')
+  frames_dir: Optional[str] = param(None, 'Import extracted frames instead of videos: '
+                                    'jpegs_256/ (rgb) or tvl1_flow/ with u/ and v/ (flow).')
+  splits_dir: Optional[str] = param(None, 'Official split lists (classInd.txt, '
+                                    'trainlist0N.txt, ...); video_folder: optional.')
+  split: int = param(1, 'Official split, 1 to 3.')
+  test_fraction: float = param(0.3, 'video_folder without lists: held-out test fraction.')
+  # Frames.
+  modality: str = param('rgb', 'rgb (3 channels) or flow (TV-L1, 2 channels).')
+  short_side: int = param(256, 'Resize so the shorter side has this size, aspect kept; '
+                          '0 keeps the size.')
+  fps: float = param(0.0, 'Resample to this frame rate; 0 keeps the source rate.')
+  jpeg_quality: int = param(90, 'JPEG quality of the stored frames.')
+  # Output.
+  output_dir: Optional[str] = param(None, 'Directory for shards, labels and manifest.')
+  num_shards: int = param(10, 'Shards per split (fewer if there are fewer videos).')
+  seed: int = param(0, 'Seed of the shard order (and of the video_folder split).')
+  # Run.
+  num_processes: int = param(2, 'Videos decoded in parallel (decoding processes).')
+  video_timeout: float = param(300.0, 'Seconds one video may take before it is skipped.')
+  strict: bool = param(False, 'Stop at the first bad video instead of skipping it.')
+  progress: bool = param(True, 'Show a progress bar on stderr.')
+
+  def settings(self):
+    """What must match for a rerun to resume in the same output_dir."""
+    keep = ('dataset_name', 'split', 'modality', 'short_side', 'fps', 'num_shards',
+            'jpeg_quality', 'seed', 'test_fraction')
+    return {name: getattr(self, name) for name in keep} | {
+        'source': 'frames' if self.frames_dir else 'videos'}

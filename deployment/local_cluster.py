@@ -1,0 +1,363 @@
+"""A whole parameter-server cluster on this host, one process per task: the work of
+`python -m deployment.launch_local`.
+
+`LocalCluster(num_ps, num_workers, command, log_dir)` starts every task as the same
+`command` (any program that joins a TensorFlow cluster) plus its place in the cluster:
+`--ps_hosts --worker_hosts --job_name --task_index` appended, or TF_CONFIG in its
+environment (`addressing='tf_config'`), TensorFlow's two conventions, which
+deployment/cluster.py reads. Ports on 127.0.0.1 are picked free; each task writes one log,
+`<log_dir>/<job>-<index>.log`, appended to on a restart. Tasks run in the launcher's
+working directory and environment.
+
+TensorFlow's gRPC server listens on every interface and has no authentication, so the
+tasks run in a private network namespace when this host allows one
+(`isolation='auto'`, see deployment/netns.py): their ports then exist only inside it. If
+it does not, the start-up line says that the ports are open on all interfaces.
+
+`launch(config, command)` runs one job to its end: it forwards Ctrl-C and SIGTERM (workers
+first, then parameter servers, which would also leave on their own), stops every process
+it started when any task fails or when it ends, and returns the chief's status, or the
+status of the first task that failed (a failure is never reported as success). A second
+Ctrl-C kills at once.
+"""
+
+import ctypes
+import dataclasses
+import functools
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import portpicker
+
+from core.params import ConfigError, param
+from deployment.netns import NamespaceUnavailable, PrivateNetwork
+
+__all__ = ['LaunchConfig', 'launch', 'LocalCluster', 'Task', 'ADDRESSING_FLAGS']
+
+# TensorFlow's cluster flags (deployment/cluster.py reads them): the launcher appends them
+# to the command, so the command must not carry them itself.
+ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
+ISOLATIONS = ('auto', 'namespace', 'none')
+ADDRESSINGS = ('flags', 'tf_config')
+DEFAULT_LOG_DIR = os.path.join('runs', 'launch_local')
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+  """The launcher's flags (`python -m deployment.launch_local`); the command every task
+  runs comes after `--` and is not part of it. LocalCluster checks the values."""
+  # Cluster.
+  num_ps: int = param(1, 'Parameter-server tasks.')
+  num_workers: int = param(2, 'Worker tasks; worker 0 is the chief.')
+  addressing: str = param('flags', 'How tasks learn the cluster: flags (--ps_hosts, '
+                          '--worker_hosts, --job_name, --task_index appended to the '
+                          'command) or tf_config (the TF_CONFIG environment variable).')
+  isolation: str = param('auto', 'auto: a private network namespace when possible; '
+                         'namespace: required; none: ports on all interfaces.')
+  # Supervision.
+  task_log_dir: Optional[str] = param(DEFAULT_LOG_DIR, 'Directory of the tasks\' logs, '
+                                      '<job>-<index>.log each, appended to by a relaunch.')
+  stop_timeout_secs: float = param(60.0, 'After SIGTERM, how long a task may take before '
+                                   'it is killed.')
+
+
+def _prepare_child(cores):
+  """In the forked child: SIGTERM it when its parent dies; pin it to `cores`.
+
+  Tasks run in sessions of their own (so a terminal's Ctrl-C reaches the launcher only);
+  the parent-death signal keeps them from outliving a launcher killed with SIGKILL.
+  """
+  ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+  if cores:
+    os.sched_setaffinity(0, cores)
+
+
+@dataclasses.dataclass
+class Task:
+  job: str
+  index: int
+  port: int
+  log_path: str
+  process: subprocess.Popen = None
+  starts: int = 0
+
+  name = property(lambda self: '%s-%d' % (self.job, self.index))
+
+  @property
+  def returncode(self):
+    """Exit status (128 + signal number when killed), None while running or unstarted."""
+    code = None if self.process is None else self.process.poll()
+    return 128 - code if code is not None and code < 0 else code
+
+
+def _check(num_ps, num_workers, command, log_dir, isolation, addressing):
+  """ConfigError (one line naming the flag) for settings no cluster can run with."""
+  if num_ps < 1 or num_workers < 1:
+    raise ConfigError('--num_ps=%d, --num_workers=%d: both must be >= 1'
+                      % (num_ps, num_workers))
+  for flag, value, valid in (('isolation', isolation, ISOLATIONS),
+                             ('addressing', addressing, ADDRESSINGS)):
+    if value not in valid:
+      raise ConfigError('--%s=%s is not known; valid: %s' % (flag, value, ', '.join(valid)))
+  if not log_dir:
+    raise ConfigError('--task_log_dir is required: the directory of the tasks\' logs')
+  if not command:
+    raise ConfigError('no command to run: give the command every task runs after --, '
+                      'e.g. -- python my_trainer.py --flag=value')
+  owned = [a for a in command[1:]
+           if a.startswith('-') and a.lstrip('-').split('=')[0] in ADDRESSING_FLAGS]
+  if owned:
+    raise ConfigError('the launcher sets the cluster flags; remove %s from the command'
+                      % ', '.join(owned))
+
+
+class LocalCluster:
+  """A ps/worker cluster of local processes; a context manager that kills them all.
+
+  Args:
+    num_ps, num_workers: task counts (>= 1 each).
+    command: the argv every task runs, without the cluster flags (the launcher appends
+      them), e.g. [sys.executable, 'trainer.py', '--flag=value'].
+    log_dir: where `<job>-<index>.log` go; created.
+    isolation: 'auto' (private network namespace if possible), 'namespace' (required),
+      'none' (ports open on all interfaces).
+    addressing: 'flags' or 'tf_config' (worker 0 becomes TF_CONFIG's chief).
+    cpu_affinity: optional {task name: [cpu, ...]} ('worker-0': [0]).
+    env: extra environment variables for every task.
+
+  Raises:
+    ConfigError: a setting no cluster can run with (the message names the flag).
+  """
+
+  def __init__(self, num_ps, num_workers, command, log_dir, isolation='auto',
+               addressing='flags', cpu_affinity=None, env=None):
+    _check(num_ps, num_workers, command, log_dir, isolation, addressing)
+    os.makedirs(log_dir, exist_ok=True)
+    self.command_line = list(command)
+    self.log_dir = log_dir
+    self.isolation, self.addressing = isolation, addressing
+    self.cpu_affinity = dict(cpu_affinity or {})
+    self.env = dict(env or {})
+    self.network = None
+    self.isolation_note = ''
+    self.tasks = [Task(job, i, portpicker.pick_unused_port(),
+                       os.path.join(log_dir, '%s-%d.log' % (job, i)))
+                  for job, count in (('ps', num_ps), ('worker', num_workers))
+                  for i in range(count)]
+
+  def task(self, name):
+    return next(t for t in self.tasks if t.name == name)
+
+  @property
+  def chief(self):
+    return self.task('worker-0')
+
+  def hosts(self, job):
+    return ['127.0.0.1:%d' % t.port for t in self.tasks if t.job == job]
+
+  def isolate(self):
+    """Creates the private network namespace (or notes why not); before any task."""
+    if self.network is not None:
+      return
+    if self.isolation == 'none':
+      self.isolation_note = ('NOT isolated (--isolation=none): TensorFlow listens on all '
+                             'interfaces (*:port) without authentication')
+      return
+    try:
+      self.network = PrivateNetwork.create()
+    except NamespaceUnavailable as error:
+      if self.isolation == 'namespace':
+        raise
+      self.isolation_note = (
+          'NOT isolated: TensorFlow listens on all interfaces (*:port) without '
+          'authentication and a private network namespace is unavailable here (%s); '
+          'firewall these ports (docs/cluster.md)' % error)
+      return
+    self.isolation_note = ('in a private network namespace (held by pid %d): the ports '
+                           'are reachable only from inside it' % self.network.pid)
+
+  def startup_line(self):
+    ports = '; '.join('%s %s' % (job, ','.join(h.split(':')[1] for h in self.hosts(job)))
+                      for job in ('ps', 'worker'))
+    addressing = ('+ --ps_hosts --worker_hosts --job_name --task_index'
+                  if self.addressing == 'flags' else 'with TF_CONFIG')
+    return ('launch_local: %d ps + %d workers on 127.0.0.1 (ports: %s), %s; each runs %s '
+            '%s; logs: %s' % (
+                len(self.hosts('ps')), len(self.hosts('worker')), ports, self.isolation_note,
+                shlex.join(self.command_line), addressing,
+                os.path.join(self.log_dir, '<job>-<index>.log')))
+
+  def command(self, task):
+    """The argv of `task`: the command, plus its cluster flags unless TF_CONFIG."""
+    argv = list(self.command_line)
+    if self.addressing == 'flags':
+      argv += ['--ps_hosts=' + ','.join(self.hosts('ps')),
+               '--worker_hosts=' + ','.join(self.hosts('worker')),
+               '--job_name=' + task.job, '--task_index=%d' % task.index]
+    return self.network.wrap(argv) if self.network else argv
+
+  def _environment(self, task):
+    env = dict(os.environ)
+    env.pop('TF_CONFIG', None)
+    env.update(self.env)
+    if self.addressing == 'tf_config':
+      workers = self.hosts('worker')
+      cluster = {'chief': workers[:1], 'worker': workers[1:], 'ps': self.hosts('ps')}
+      kind, index = ((task.job, task.index) if task.job == 'ps' else
+                     ('chief', 0) if task.index == 0 else ('worker', task.index - 1))
+      env['TF_CONFIG'] = json.dumps({'cluster': cluster,
+                                     'task': {'type': kind, 'index': index}})
+    return env
+
+  def start_task(self, name):
+    """(Re)starts one task, appending to its log."""
+    task = self.task(name)
+    if task.process is not None and task.process.poll() is None:
+      raise RuntimeError('%s is still running (pid %d)' % (name, task.process.pid))
+    cores = self.cpu_affinity.get(name)
+    with open(task.log_path, 'ab') as log:
+      log.write(('=== %s start %d at %s\n' % (name, task.starts + 1, time.strftime(
+          '%H:%M:%S'))).encode())
+      log.flush()
+      task.process = subprocess.Popen(
+          self.command(task), env=self._environment(task), stdout=log,
+          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+          preexec_fn=functools.partial(_prepare_child, cores))
+    task.starts += 1
+    return task
+
+  def start(self):
+    self.isolate()
+    for task in self.tasks:
+      self.start_task(task.name)
+    return self
+
+  def signal(self, name, signum):
+    task = self.task(name)
+    if task.process is not None and task.process.poll() is None:
+      task.process.send_signal(signum)
+
+  def wait(self, name, timeout):
+    """The task's exit status; None if it is still running after `timeout` seconds."""
+    try:
+      self.task(name).process.wait(timeout)
+    except subprocess.TimeoutExpired:
+      return None
+    return self.task(name).returncode
+
+  def running(self, job=None):
+    return [t for t in self.tasks if t.returncode is None and t.process is not None
+            and job in (None, t.job)]
+
+  def _wait_all(self, tasks, timeout):
+    deadline = time.time() + timeout
+    while any(t.returncode is None for t in tasks) and time.time() < deadline:
+      time.sleep(0.1)
+
+  def stop(self, grace_secs=30.0):
+    """SIGTERM to workers, then to parameter servers, SIGKILL after `grace_secs` each."""
+    for job in ('worker', 'ps'):
+      tasks = self.running(job)
+      for task in tasks:
+        task.process.send_signal(signal.SIGTERM)
+      self._wait_all(tasks, grace_secs)
+    self.kill()
+
+  def kill(self):
+    for task in self.running():
+      task.process.kill()
+    for task in self.tasks:
+      if task.process is not None:
+        task.process.wait()
+    if self.network is not None:
+      self.network.close()
+      self.network = None
+
+  def __enter__(self):
+    return self.start()
+
+  def __exit__(self, *exc_info):
+    self.kill()
+
+  def supervise(self, stop_requested, grace_secs=30.0, poll_secs=0.2):
+    """Waits for the job; returns the launcher's exit status (see the module doc).
+
+    `stop_requested()` is polled: when it turns true the cluster is stopped gracefully.
+    """
+    while True:
+      failed = [t for t in self.tasks if t.returncode not in (None, 0)]
+      if failed:
+        first = failed[0]
+        print('launch_local: %s exited with status %d; stopping the cluster (log: %s)' % (
+            first.name, first.returncode, first.log_path), flush=True)
+        self.stop(grace_secs)
+        return self.chief.returncode or first.returncode
+      if self.chief.returncode == 0:
+        self._wait_all(self.tasks, grace_secs)
+        late = self.running()
+        if late:
+          print('launch_local: the chief finished; %s still running after %g s: killed' % (
+              ', '.join(t.name for t in late), grace_secs), flush=True)
+        self.kill()
+        return 0
+      if stop_requested():
+        print('launch_local: stopping the cluster (SIGTERM to workers, then ps)', flush=True)
+        self.stop(grace_secs)
+        return self.chief.returncode or next(
+            (t.returncode for t in self.tasks if t.returncode), 0)
+      time.sleep(poll_secs)
+
+
+class _Signals:
+  """First SIGINT/SIGTERM: stop gracefully; the second: kill everything now."""
+
+  def __init__(self, cluster):
+    self.count = 0
+    self.cluster = cluster
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      signal.signal(signum, self._handle)
+
+  def _handle(self, signum, frame):
+    del frame
+    self.count += 1
+    if self.count > 1:
+      print('launch_local: %s again: killing every task' % signal.Signals(signum).name,
+            flush=True)
+      self.cluster.kill()
+      sys.exit(128 + signum)
+
+
+def launch(config, command):
+  """Runs `command` as every task of a local cluster (a LaunchConfig says which) until
+  the job ends; prints a start-up and a closing line.
+
+  Returns:
+    The chief's exit status, or the first failed task's (never 0 after a failure). A
+    second SIGINT/SIGTERM kills every task and raises SystemExit(128 + its number).
+
+  Raises:
+    ConfigError: a setting no cluster can run with, an empty command or one that sets
+      the cluster flags itself, or --isolation=namespace where no namespace can be made.
+  """
+  cluster = LocalCluster(config.num_ps, config.num_workers, command, config.task_log_dir,
+                         isolation=config.isolation, addressing=config.addressing)
+  signals = _Signals(cluster)
+  try:
+    cluster.start()
+    print(cluster.startup_line(), flush=True)
+    status = cluster.supervise(lambda: signals.count > 0, config.stop_timeout_secs)
+  except NamespaceUnavailable as error:
+    raise ConfigError('--isolation=namespace: %s' % error) from None
+  finally:
+    cluster.kill()
+  print('launch_local: done, status %d (%s; chief log: %s)' % (
+      status, ', '.join('%s: %s' % (t.name, t.returncode) for t in cluster.tasks),
+      cluster.chief.log_path), flush=True)
+  return status
