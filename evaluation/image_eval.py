@@ -12,6 +12,7 @@ import os
 from absl import logging
 
 from checkpoints import restore
+from deployment.session_config import session_config_for
 from core.params import ConfigError
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
@@ -86,7 +87,7 @@ def evaluate(config, setup=None, checkpoint=None):
     updates, values, batch = _build_graph(config, setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
-    with tf.Session(config.master) as sess:
+    with tf.Session(config.master, config=session_config_for(config)) as sess:
       try:
         saver.restore(sess, checkpoint)
       except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:

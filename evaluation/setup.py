@@ -13,6 +13,7 @@ from typing import Optional
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
+from deployment.gpu_options import check_gpu_options
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
@@ -78,6 +79,7 @@ def _check_numbers(config):
            % config.watch_timeout)
   require(config.watch_poll_secs > 0, '--watch_poll_secs=%r must be > 0 seconds'
            % config.watch_poll_secs)
+  check_gpu_options(config)
 
 
 def _check_names(config):

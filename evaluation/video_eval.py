@@ -18,6 +18,7 @@ from absl import logging
 import numpy as np
 
 from checkpoints import restore
+from deployment.session_config import session_config_for
 from datasets.inputs import clip_input
 from evaluation.metrics import classification_metrics
 from evaluation.setup import network_kwargs
@@ -155,7 +156,7 @@ def score_videos(config, setup, stream, checkpoint):
     logits = clip_logits(network_fn, clips)
     plan = _restore_plan(config, setup, stream, checkpoint)
     saver = restore.make_saver(plan)
-    with tf.Session(config.master) as sess:
+    with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, stream, checkpoint)
       arrays = _run(sess, [logits, labels, video_ids], config.max_num_batches)
   if arrays is None:

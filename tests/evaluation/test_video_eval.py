@@ -19,6 +19,7 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
+from tests.sessions import assert_gpu_options
 from tf_compat import tf
 from training.config import TrainConfig
 from core.params import ConfigError
@@ -219,6 +220,17 @@ def test_a_two_clone_checkpoint_evaluates_on_one_device(rgb_dir, tmp_path):
                                 results[1].result.primary.logits)
 
 
+@pytest.mark.parametrize('options,expected', [({}, (True, 0.0)),
+                                              (dict(gpu_allow_growth=False,
+                                                    gpu_memory_fraction=0.3), (False, 0.3))])
+def test_gpu_options_reach_every_evaluation_session(rgb_dir, rgb_model, session_configs,
+                                                    options, expected):
+  """Training's --gpu_allow_growth and --gpu_memory_fraction, so eval.py --watch beside
+  training does not map every GPU's free memory."""
+  evaluate(config(rgb_dir, rgb_model[0], eval_frames=8, batch_size=6, **options))
+  assert_gpu_options(session_configs, *expected)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -309,6 +321,8 @@ def test_moving_averages_required_but_absent(rgb_dir, flow_dir, flow_model):
     (dict(depth_multiplier=-1.0), '--depth_multiplier=-1.0 must be > 0'),
     (dict(use_batch_norm=True), '--use_batch_norm: network .i3d. does not take'),
     (dict(dataset_split_name='validation'), '--dataset_split_name=validation'),
+    (dict(gpu_memory_fraction=1.5), r'--gpu_memory_fraction=1.5 must be in \[0, 1\] '
+     r'\(0 = no cap\)$'),
 ])
 def test_bad_flags(rgb_dir, rgb_model, overrides, message):
   with pytest.raises(ConfigError, match=message):
