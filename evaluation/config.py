@@ -28,7 +28,8 @@ class EvalConfig:
       None, 'A checkpoint prefix, or a directory (its latest checkpoint is used; with '
       '--watch, the training directory to follow).')
   eval_dir: Optional[str] = param(
-      None, 'Directory where the summaries (and, for videos, the JSON reports) are saved.')
+      None, 'Directory where the TensorBoard summaries, the confusion matrix PNGs and the '
+      'JSON reports are saved.')
   num_preprocessing_threads: int = param(4, 'The number of threads used to create batches.')
   dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
   dataset_split_name: str = param('test', 'The name of the train/test split.')

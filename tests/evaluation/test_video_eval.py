@@ -19,6 +19,7 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
+from tests.evaluation import tensorboard_events as tbe
 from tests.sessions import assert_gpu_options
 from tf_compat import tf
 from training.config import TrainConfig
@@ -131,15 +132,6 @@ def test_first_frames_with_raw_weights(rgb_dir, rgb_model):
   check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
 
 
-def events(eval_dir):
-  found = {}
-  for path in glob.glob(os.path.join(eval_dir, 'events.out.tfevents.*')):
-    for event in tf.train.summary_iterator(path):
-      for value in event.summary.value:
-        found[value.tag] = (event.step, value)
-  return found
-
-
 def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, tmp_path):
   rgb_prefix, _, rgb_shadows = rgb_model
   flow_prefix, flow_values, _ = flow_model
@@ -179,14 +171,21 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
                                                               'MoveRight']
   assert sorted(v['id'] for v in report['videos']) == sorted(expected)
 
-  found = events(eval_dir)
-  for name in ('rgb', 'flow', 'fusion'):
-    step, value = found['eval/%s/top1' % name]
-    assert step == 7
-    assert value.simple_value == pytest.approx(result.result.metrics[name].top1)
-    assert 'eval/%s/mean_class_accuracy' % name in found
-    image = found['eval/%s/confusion_matrix' % name][1].image
-    assert image.height == image.width == 3 * 16 and image.encoded_image_string[1:4] == b'PNG'
+  scalars, images = tbe.read_eval_dir(eval_dir)
+  names = ['MoveDown', 'MoveLeft', 'MoveRight']
+  for name, by_id in (('rgb', expected_rgb), ('flow', expected_flow), ('fusion', expected)):
+    ids = sorted(by_id)
+    figures = tbe.numpy_figures(np.stack([by_id[i][1] for i in ids]),
+                                [by_id[i][0] for i in ids], vt.NUM_CLASSES)
+    image = tbe.assert_stream_events(scalars, images, name, 7, figures, names)
+    path = os.path.join(eval_dir, 'confusion-7-flow-9-%s.png' % name)
+    assert path in result.confusion_paths
+    with open(path, 'rb') as handle:
+      assert handle.read(8) == b'\x89PNG\r\n\x1a\n'
+    assert image.size[0] > 300 and image.size[1] > 300   # drawn, not 16 pixels a cell
+  assert len([tag for tag in scalars if tag.startswith('per_class_accuracy/')]) == 9
+  assert 'confusion matrix: %s' % result.confusion_paths[-1] in run.summary(
+      config(rgb_dir, rgb_prefix), result)
 
 
 @pytest.mark.slow
