@@ -49,6 +49,9 @@ class EvalConfig:
       None, 'Images (or videos) per batch; unset = %d images or %d video.'
       % (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH))
   max_num_batches: Optional[int] = param(None, 'Max batches to evaluate; unset = all.')
+  log_every_n_batches: Optional[int] = param(
+      None, 'Log progress over the split (done of total, percent, rate, time left) every '
+      'N batches and at the end; unset = about every 5%.')
   use_batch_norm: Optional[bool] = param(
       None, 'For networks where batch norm is optional: as the model was trained.')
   min_accuracy: Optional[float] = param(

@@ -23,6 +23,7 @@ from core.params import ConfigError
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
 from evaluation.metrics import classification_metrics
+from evaluation.progress import SplitProgress, expected_examples
 from evaluation.setup import check_eval_config
 from nets import nets_factory
 from tf_compat import tf
@@ -83,6 +84,13 @@ def _restore_plan(config, split, checkpoint):
                                 'true' if config.moving_average_decay else 'false')
 
 
+def _progress(config, setup):
+  total = expected_examples(setup.streams[0].split.num_samples, setup.batch_size,
+                            config.max_num_batches)
+  return SplitProgress('image', total, 'images', setup.batch_size,
+                       config.log_every_n_batches)
+
+
 def _restore(sess, saver, checkpoint):
   try:
     saver.restore(sess, checkpoint)
@@ -109,7 +117,8 @@ def evaluate(config, setup=None, checkpoint=None):
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, checkpoint)
       sess.run(tf.local_variables_initializer())
-      arrays = _run_batches(sess, [updates, logits, labels], config.max_num_batches)
+      arrays = _run_batches(sess, [updates, logits, labels], _progress(config, setup),
+                            config.max_num_batches)
       slim_metrics = sess.run(values)
   if arrays is None:
     raise ConfigError('--dataset_dir=%s: the %s split yielded no example'
@@ -125,7 +134,7 @@ def evaluate(config, setup=None, checkpoint=None):
                     plan.moving_averages)
 
 
-def _run_batches(sess, fetches, max_num_batches):
+def _run_batches(sess, fetches, progress, max_num_batches):
   """Runs (slim's updates, logits, labels) to the end of the data.
 
   Returns:
@@ -139,6 +148,8 @@ def _run_batches(sess, fetches, max_num_batches):
       break
     scores.append(batch_scores)
     labels.append(batch_labels)
+    progress.add(len(batch_labels))
+  progress.finish()
   if not scores:
     return None
   return np.concatenate(scores), np.concatenate(labels).astype(np.int64)

@@ -59,8 +59,8 @@ class EvalSetup:
 
 
 def _check_numbers(config):
-  for name in ('batch_size', 'max_num_batches', 'eval_frames', 'eval_clips', 'clip_frames',
-               'eval_image_size', 'max_number_of_steps'):
+  for name in ('batch_size', 'max_num_batches', 'log_every_n_batches', 'eval_frames',
+               'eval_clips', 'clip_frames', 'eval_image_size', 'max_number_of_steps'):
     value = getattr(config, name)
     if value is not None:
       require(value >= 1, '--%s=%d must be >= 1 (or unset)' % (name, value))

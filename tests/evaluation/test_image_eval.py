@@ -10,6 +10,7 @@ import dataclasses
 import glob
 import io
 import json
+import logging
 import os
 
 import numpy as np
@@ -245,7 +246,7 @@ def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint)
 
 @pytest.mark.slow
 def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp_path,
-                                                     two_clone_checkpoint):
+                                                     two_clone_checkpoint, caplog):
   """eval_dir read back with TensorBoard's reader: slim's two scalars, and top-1, top-5,
   mean class and per-class accuracy and the confusion matrix, against NumPy on the
   reference logits; the same figures in the JSON report; the PNG beside them."""
@@ -253,6 +254,7 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
   reference = reference_logits(checkpoint_values(two_clone_checkpoint), images)
   expected = tbe.numpy_figures(reference, labels, 10)
   eval_dir = str(tmp_path / 'eval')
+  caplog.set_level(logging.INFO, logger='absl')
   [outcome] = list(run.evaluations(eval_config(digits_dir, two_clone_checkpoint,
                                                eval_dir=eval_dir, batch_size=50)))
   result = outcome.result
@@ -283,6 +285,10 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
   text = run.summary(eval_config(digits_dir, two_clone_checkpoint), outcome)
   assert text.splitlines()[0] == 'Accuracy: %.4f  Recall@5: %.4f  (360 examples, step 40)' % (
       result.accuracy, result.recall_at_5)
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('image: ')]
+  assert lines[-1].startswith('image: 360/360 images (100.0%), ')   # 8 batches: every one
+  assert [line.split(' (')[0] for line in lines[:2]] == ['image: 50/360 images',
+                                                         'image: 100/360 images']
 
 
 @pytest.mark.slow

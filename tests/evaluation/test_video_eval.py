@@ -311,6 +311,7 @@ def test_moving_averages_required_but_absent(rgb_dir, flow_dir, flow_model):
     (dict(eval_frames=8, eval_clips=2), '--eval_frames=8 and --eval_clips=2 are not accepted'),
     (dict(eval_frames=8, clip_frames=4), '--clip_frames=4 applies to --eval_clips'),
     (dict(eval_clips=0), '--eval_clips=0 must be >= 1'),
+    (dict(log_every_n_batches=0), '--log_every_n_batches=0 must be >= 1'),
     (dict(preprocessing_name='lenet'), '--preprocessing_name=lenet applies to image'),
     (dict(model_name='lenet', depth_multiplier=None), '--model_name=lenet is an image '
      'network, but --dataset_name=video_folder holds rgb videos; use a video network: i3d'),
