@@ -31,6 +31,8 @@ def expected_examples(num_samples, batch_size, max_num_batches):
 
 
 def _duration(seconds):
+  if seconds < 9.95:
+    return '%.1fs' % seconds
   seconds = int(round(seconds))
   if seconds >= 3600:
     return '%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)

@@ -34,9 +34,9 @@ def test_a_line_every_n_batches_and_at_the_end(caplog_info):
     progress.add(2)
   progress.finish()
   assert _lines(caplog_info) == [
-      'rgb: 4/10 videos (40.0%), 2.0 videos/s, 3s left',
-      'rgb: 8/10 videos (80.0%), 2.0 videos/s, 1s left',
-      'rgb: 10/10 videos (100.0%), 2.0 videos/s, 5s in all']
+      'rgb: 4/10 videos (40.0%), 2.0 videos/s, 3.0s left',
+      'rgb: 8/10 videos (80.0%), 2.0 videos/s, 1.0s left',
+      'rgb: 10/10 videos (100.0%), 2.0 videos/s, 5.0s in all']
 
 
 def test_unset_every_n_gives_about_twenty_lines(caplog_info):
