@@ -1,14 +1,16 @@
 r"""Evaluates a checkpoint (a file, or the latest in a directory) on a dataset split.
 
-Images (slim's eval_image_classifier; prints Accuracy and Recall@5):
+Images (slim's eval_image_classifier; prints Accuracy and Recall@5; with --eval_dir also
+the per-class figures, the confusion matrix and a JSON report, as for videos):
 
     python eval.py --dataset_name=digits --dataset_dir=DIR --model_name=lenet \
         --checkpoint_path=TRAIN_DIR --eval_dir=EVAL_DIR
 
 Videos: every video of the split once, 1 clip or --eval_clips=K clips (logits averaged)
 or the first --eval_frames=N frames, centre crop; top-1, top-5, mean class accuracy,
-per-class accuracy and the confusion matrix, as a table, TensorBoard summaries and a
-JSON report under --eval_dir:
+per-class accuracy and the confusion matrix, as a table, TensorBoard summaries (tags in
+docs/monitoring.md), a confusion matrix PNG and a JSON report under --eval_dir; progress
+lines on stderr about every 5% of the split:
 
     python eval.py --dataset_name=ucf101 --dataset_dir=/data/ucf101_rgb_s1 \
         --model_name=i3d --checkpoint_path=TRAIN_DIR --eval_clips=10 --eval_dir=EVAL_DIR

@@ -4,12 +4,14 @@ The GPU options matter: TensorFlow's default maps all memory of every visible GP
 the process even when one clone uses one GPU, which users read as "TF grabs all GPU
 memory". `gpu_allow_growth` (on by default here) and `gpu_memory_fraction` change that,
 and they only work if this config reaches the session that runs the graph: pass it to
-`slim.learning.train(session_config=...)` or `tf.Session(config=...)`.
+`slim.learning.train(session_config=...)` or `tf.Session(config=...)`. An entry whose
+config declares the two fields (`deployment.gpu_options`) gets its config from
+`session_config_for(config)`.
 """
 
 from tf_compat import tf
 
-__all__ = ['make_session_config', 'num_cpu_devices']
+__all__ = ['make_session_config', 'session_config_for', 'num_cpu_devices']
 
 
 def num_cpu_devices(deploy_config):
@@ -50,3 +52,15 @@ def make_session_config(deploy_config=None, gpu_allow_growth=True, gpu_memory_fr
       intra_op_parallelism_threads=intra_op_threads,
       inter_op_parallelism_threads=inter_op_threads,
       device_filters=list(device_filters or []))
+
+
+def session_config_for(config, deploy_config=None):
+  """make_session_config with `config`'s gpu_allow_growth and gpu_memory_fraction.
+
+  Args:
+    config: a config declaring the fields of `deployment.gpu_options` (already checked).
+    deploy_config: as for make_session_config; None for a single-device session
+      (evaluation, export, prediction).
+  """
+  return make_session_config(deploy_config, gpu_allow_growth=config.gpu_allow_growth,
+                             gpu_memory_fraction=config.gpu_memory_fraction)

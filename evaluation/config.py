@@ -11,6 +11,7 @@ import dataclasses
 from typing import Optional
 
 from core.params import param
+from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 
@@ -27,7 +28,8 @@ class EvalConfig:
       None, 'A checkpoint prefix, or a directory (its latest checkpoint is used; with '
       '--watch, the training directory to follow).')
   eval_dir: Optional[str] = param(
-      None, 'Directory where the summaries (and, for videos, the JSON reports) are saved.')
+      None, 'Directory where the TensorBoard summaries, the confusion matrix PNGs and the '
+      'JSON reports are saved.')
   num_preprocessing_threads: int = param(4, 'The number of threads used to create batches.')
   dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
   dataset_split_name: str = param('test', 'The name of the train/test split.')
@@ -47,6 +49,9 @@ class EvalConfig:
       None, 'Images (or videos) per batch; unset = %d images or %d video.'
       % (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH))
   max_num_batches: Optional[int] = param(None, 'Max batches to evaluate; unset = all.')
+  log_every_n_batches: Optional[int] = param(
+      None, 'Log progress over the split (done of total, percent, rate, time left) every '
+      'N batches and at the end; unset = about every 5%.')
   use_batch_norm: Optional[bool] = param(
       None, 'For networks where batch norm is optional: as the model was trained.')
   min_accuracy: Optional[float] = param(
@@ -87,3 +92,6 @@ class EvalConfig:
   max_number_of_steps: Optional[int] = param(
       None, '--watch: training\'s last step; stop once its checkpoint is evaluated '
       '(unset: stop at the trainer\'s training_done marker or the timeout).')
+  # GPU memory.
+  gpu_allow_growth: bool = gpu_allow_growth_param()
+  gpu_memory_fraction: float = gpu_memory_fraction_param()

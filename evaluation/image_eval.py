@@ -1,35 +1,53 @@
-"""Evaluates an image classifier checkpoint on a whole split: Accuracy and Recall@5.
+"""Evaluates an image classifier checkpoint on a whole split: slim's Accuracy and Recall@5,
+and the per-class figures of `evaluation.metrics` from the same predictions.
 
 Every example of the split is seen exactly once (no dropped remainder), batch norm runs
 in inference mode, and with `moving_average_decay` the averaged weights are restored (as
 the training run kept them). Variables carry no clone prefix, so a checkpoint trained
 with any number of clones or workers evaluates the same on one device.
+
+Slim's streaming metrics still give `accuracy` and `recall_at_5`; the logits and labels of
+every batch are kept as well (N x C float32: 200 MB for ImageNet's 50,000 x 1,000) for
+`metrics` (top-1, top-5, per-class accuracy, confusion matrix). Nothing is written here:
+`evaluation.run` writes the summaries and the report.
 """
 
 import collections
-import os
 
 from absl import logging
+import numpy as np
 
 from checkpoints import restore
+from deployment.session_config import session_config_for
 from core.params import ConfigError
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
+from evaluation.metrics import classification_metrics
+from evaluation.progress import SplitProgress, expected_examples
 from evaluation.setup import check_eval_config
 from nets import nets_factory
 from tf_compat import tf
 
-__all__ = ['EvalConfig', 'EvalResult', 'evaluate']
+__all__ = ['EvalConfig', 'EvalResult', 'evaluate', 'input_settings']
 
 EvalResult = collections.namedtuple(
-    'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint'])
+    'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint',
+                   'metrics', 'moving_averages'])
+EvalResult.__doc__ = """accuracy, recall_at_5: slim's streaming metrics; metrics: the
+evaluation.metrics.ClassificationMetrics of the same predictions (metrics.top1 ==
+accuracy); moving_averages: whether the averaged weights were evaluated."""
+
+
+def input_settings(config):
+  """(preprocessing name, image size) the images are evaluated with."""
+  spec = nets_factory.get_network_spec(config.model_name)
+  return (config.preprocessing_name or spec.preprocessing_name,
+          config.eval_image_size or spec.default_image_size)
 
 
 def _build_graph(config, setup, split):
-  """Returns (update ops, metric values dict, batch size tensor)."""
-  spec = nets_factory.get_network_spec(config.model_name)
-  image_size = (spec.default_image_size if config.eval_image_size is None
-                else config.eval_image_size)
+  """Returns (slim's update ops, slim's metric values, logits [b, C], labels [b])."""
+  preprocessing_name, image_size = input_settings(config)
   kwargs = {}
   if config.use_batch_norm is not None:
     kwargs['use_batch_norm'] = config.use_batch_norm
@@ -39,8 +57,7 @@ def _build_graph(config, setup, split):
   with tf.device('/device:CPU:0'):
     dataset = image_input.build_image_dataset(
         split, batch_size=setup.batch_size, image_size=image_size,
-        preprocessing_name=config.preprocessing_name or spec.preprocessing_name,
-        is_training=False, num_readers=1,
+        preprocessing_name=preprocessing_name, is_training=False, num_readers=1,
         num_preprocessing_threads=config.num_preprocessing_threads, num_epochs=1,
         drop_remainder=False, labels_offset=config.labels_offset)
     images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
@@ -52,7 +69,7 @@ def _build_graph(config, setup, split):
                                    tf.float32))
   updates = [accuracy[1], recall[1]]
   values = {'Accuracy': accuracy[0], 'Recall_5': recall[0]}
-  return updates, values, tf.shape(labels)[0]
+  return updates, values, logits, labels
 
 
 def _restore_plan(config, split, checkpoint):
@@ -67,52 +84,72 @@ def _restore_plan(config, split, checkpoint):
                                 'true' if config.moving_average_decay else 'false')
 
 
-def _write_summaries(eval_dir, metrics, global_step):
-  os.makedirs(eval_dir, exist_ok=True)
-  writer = tf.summary.FileWriter(eval_dir)
-  summary = tf.Summary(value=[tf.Summary.Value(tag='eval/' + name, simple_value=value)
-                              for name, value in sorted(metrics.items())])
-  writer.add_summary(summary, global_step)
-  writer.close()
+def _progress(config, setup):
+  total = expected_examples(setup.streams[0].split.num_samples, setup.batch_size,
+                            config.max_num_batches)
+  return SplitProgress('image', total, 'images', setup.batch_size,
+                       config.log_every_n_batches)
+
+
+def _restore(sess, saver, checkpoint):
+  try:
+    saver.restore(sess, checkpoint)
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:
+    # The plan checked names and shapes: the files went away or are damaged.
+    raise ConfigError('--checkpoint_path=%s could not be read: %s'
+                      % (checkpoint, str(error).split('\n')[0])) from None
 
 
 def evaluate(config, setup=None, checkpoint=None):
   """Evaluates `checkpoint` (default: config.checkpoint_path's) on the split; returns an
-  EvalResult. `setup` is check_eval_config's (made here when not given)."""
+  EvalResult. `setup` is check_eval_config's (made here when not given).
+
+  Raises:
+    ConfigError: the checkpoint does not fit the model or cannot be read.
+  """
   setup = setup or check_eval_config(config)
   split = setup.streams[0].split
   checkpoint = checkpoint or setup.streams[0].checkpoint
   with tf.Graph().as_default():
-    updates, values, batch = _build_graph(config, setup, split)
+    updates, values, logits, labels = _build_graph(config, setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
-    with tf.Session(config.master) as sess:
-      try:
-        saver.restore(sess, checkpoint)
-      except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:
-        # The plan checked names and shapes: the files went away or are damaged.
-        raise ConfigError('--checkpoint_path=%s could not be read: %s'
-                          % (checkpoint, str(error).split('\n')[0])) from None
+    with tf.Session(config.master, config=session_config_for(config)) as sess:
+      _restore(sess, saver, checkpoint)
       sess.run(tf.local_variables_initializer())
-      num_examples = _run_batches(sess, updates, batch, config.max_num_batches)
-      metrics = sess.run(values)
-      step = plan.global_step
-  if config.eval_dir:
-    _write_summaries(config.eval_dir, metrics, step)
+      arrays = _run_batches(sess, [updates, logits, labels], _progress(config, setup),
+                            config.max_num_batches)
+      slim_metrics = sess.run(values)
+  if arrays is None:
+    raise ConfigError('--dataset_dir=%s: the %s split yielded no example'
+                      % (config.dataset_dir, split.split_name))
+  scores, truth = arrays
+  metrics = classification_metrics(scores, truth, setup.num_classes)
   logging.info('%s/%s, %d examples, checkpoint %s (step %d): Accuracy %.4f, Recall@5 %.4f',
-               config.dataset_name, config.dataset_split_name, num_examples, checkpoint,
-               step, metrics['Accuracy'], metrics['Recall_5'])
-  return EvalResult(float(metrics['Accuracy']), float(metrics['Recall_5']), num_examples,
-                    step, checkpoint)
+               config.dataset_name, config.dataset_split_name, metrics.num_examples,
+               checkpoint, plan.global_step, slim_metrics['Accuracy'],
+               slim_metrics['Recall_5'])
+  return EvalResult(float(slim_metrics['Accuracy']), float(slim_metrics['Recall_5']),
+                    metrics.num_examples, plan.global_step, checkpoint, metrics,
+                    plan.moving_averages)
 
 
-def _run_batches(sess, updates, batch, max_num_batches):
-  num_examples, num_batches = 0, 0
-  while max_num_batches is None or num_batches < max_num_batches:
+def _run_batches(sess, fetches, progress, max_num_batches):
+  """Runs (slim's updates, logits, labels) to the end of the data.
+
+  Returns:
+    (logits float32 [N, C], labels int64 [N]), or None when the data held no example.
+  """
+  scores, labels = [], []
+  while max_num_batches is None or len(scores) < max_num_batches:
     try:
-      _, size = sess.run([updates, batch])
+      _, batch_scores, batch_labels = sess.run(fetches)
     except tf.errors.OutOfRangeError:
       break
-    num_examples += int(size)
-    num_batches += 1
-  return num_examples
+    scores.append(batch_scores)
+    labels.append(batch_labels)
+    progress.add(len(batch_labels))
+  progress.finish()
+  if not scores:
+    return None
+  return np.concatenate(scores), np.concatenate(labels).astype(np.int64)

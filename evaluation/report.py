@@ -1,12 +1,9 @@
-"""What a video evaluation leaves behind: a table, TensorBoard summaries, a JSON report.
+"""What an evaluation leaves behind: a table, and a JSON report beside the summaries.
 
-Summaries (at the checkpoint's global step) under --eval_dir, per stream s (rgb, flow,
-fusion): scalars `eval/s/top1`, `eval/s/top5`, `eval/s/mean_class_accuracy`, and the
-image `eval/s/confusion_matrix` (rows true class, columns predicted, each row scaled by
-its class's videos: white 0, dark blue all).
+The TensorBoard summaries and the confusion matrix PNGs are `evaluation.summaries`'.
 
 The JSON report `report-<N>.json` for checkpoint model.ckpt-N
-(`report-<rgb N>-flow-<flow N>.json` for a fusion) beside them:
+(`report-<rgb N>-flow-<flow N>.json` for a fusion) under --eval_dir. For videos:
 
     {"dataset": {"name", "split", "num_videos", "dirs": {stream: dir}},
      "model": {"name", "num_classes", "net_kwargs"},
@@ -18,77 +15,57 @@ The JSON report `report-<N>.json` for checkpoint model.ckpt-N
                           "per_class": [{"label", "name", "videos", "accuracy"}],
                           "confusion_matrix": [[count]]}},
      "videos": [{"id", "label", "prediction", "probability"}]}   (primary stream)
+
+For images the same, counted in images, with the preprocessing in place of the sampling,
+slim's two figures beside the others and no per-example list (image records carry no id):
+
+    {"dataset": {"name", "split", "num_images", "dirs": {"image": dir}},
+     "model": {...}, "preprocessing": {"name", "image_size"},
+     "primary": "image", "global_step",
+     "streams": {"image": {"checkpoint", "global_step", "moving_averages",
+                           "metrics": {"top1", "top5", "mean_class_accuracy", "num_images",
+                                       "accuracy", "recall_at_5"},
+                           "per_class": [{"label", "name", "images", "accuracy"}],
+                           "confusion_matrix": [[count]]}}}
+
+A class without examples in the split has accuracy null.
 """
 
-import io
 import json
 import math
 import os
 
 import numpy as np
-from PIL import Image
 
 from evaluation.setup import network_kwargs
 from checkpoints.paths import checkpoint_step
-from tf_compat import tf
 
-__all__ = ['report_dict', 'report_path', 'write_report', 'write_summaries',
-           'confusion_image', 'format_table']
-
-_MAX_IMAGE_SIDE = 512
-_FULL = np.array([8, 48, 107], np.float64)   # colour of a row's whole mass
+__all__ = ['class_names', 'report_dict', 'image_report_dict', 'run_name', 'report_path',
+           'write_report', 'write_image_report', 'format_table']
 
 
-def confusion_image(confusion):
-  """uint8 [C * s, C * s, 3]: row-normalised counts, s pixels per cell (s <= 16)."""
-  counts = np.asarray(confusion, np.float64)
-  share = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-  colour = 255.0 + share[..., None] * (_FULL - 255.0)
-  cell = max(1, min(16, _MAX_IMAGE_SIDE // len(counts)))
-  pixels = np.repeat(np.repeat(colour, cell, axis=0), cell, axis=1)
-  return np.round(pixels).astype(np.uint8)
-
-
-def _png(image):
-  buffer = io.BytesIO()
-  Image.fromarray(image).save(buffer, format='PNG')
-  return buffer.getvalue()
-
-
-def write_summaries(eval_dir, result):
-  """Scalars and the confusion image of every stream, at the primary global step."""
-  values = []
-  for stream in result.streams:
-    metrics = result.metrics[stream.name]
-    for name in ('top1', 'top5', 'mean_class_accuracy'):
-      values.append(tf.Summary.Value(tag='eval/%s/%s' % (stream.name, name),
-                                     simple_value=getattr(metrics, name)))
-    image = confusion_image(metrics.confusion)
-    values.append(tf.Summary.Value(tag='eval/%s/confusion_matrix' % stream.name,
-                                   image=tf.Summary.Image(
-                                       height=image.shape[0], width=image.shape[1],
-                                       colorspace=3, encoded_image_string=_png(image))))
-  os.makedirs(eval_dir, exist_ok=True)
-  writer = tf.summary.FileWriter(eval_dir)
-  writer.add_summary(tf.Summary(value=values), result.global_step)
-  writer.close()
+def class_names(config, setup):
+  """The model's class names in label order ('' where labels.txt has none)."""
+  names = setup.streams[0].split.labels_to_names
+  return [names.get(label + config.labels_offset, '') for label in range(setup.num_classes)]
 
 
 def _number(value):
   return None if value is None or math.isnan(value) else float(value)
 
 
-def _stream_dict(stream, metrics, labels_to_names, labels_offset):
+def _stream_dict(stream, metrics, names, unit):
+  """stream: what was evaluated (.checkpoint, .global_step, .moving_averages)."""
   return {
       'checkpoint': stream.checkpoint or None, 'global_step': stream.global_step,
       'moving_averages': stream.moving_averages,
       'metrics': {'top1': metrics.top1, 'top5': metrics.top5,
                   'mean_class_accuracy': metrics.mean_class_accuracy,
-                  'num_videos': metrics.num_examples},
-      'per_class': [{'label': label, 'name': labels_to_names.get(label + labels_offset, ''),
-                     'videos': int(count), 'accuracy': _number(accuracy)}
-                    for label, (count, accuracy) in enumerate(
-                        zip(metrics.class_counts, metrics.per_class_accuracy))],
+                  'num_' + unit: metrics.num_examples},
+      'per_class': [{'label': label, 'name': name, unit: int(count),
+                     'accuracy': _number(accuracy)}
+                    for label, (name, count, accuracy) in enumerate(
+                        zip(names, metrics.class_counts, metrics.per_class_accuracy))],
       'confusion_matrix': metrics.confusion.tolist()}
 
 
@@ -101,52 +78,85 @@ def _videos(stream):
               stream.video_ids, stream.labels, predictions, probabilities)]
 
 
+def _model(config, setup):
+  return {'name': config.model_name, 'num_classes': setup.num_classes,
+          'net_kwargs': network_kwargs(config)}
+
+
 def report_dict(config, setup, result):
-  """The JSON report (layout in the module docstring) as a dict."""
-  split = setup.streams[0].split
+  """The JSON report of a video evaluation (VideoEvalResult) as a dict."""
+  names = class_names(config, setup)
   dirs = {stream.name: stream.split.dataset_dir for stream in setup.streams}
   return {
       'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
                   'num_videos': result.metrics[result.primary.name].num_examples,
                   'dirs': dirs},
-      'model': {'name': config.model_name, 'num_classes': setup.num_classes,
-                'net_kwargs': network_kwargs(config)},
+      'model': _model(config, setup),
       'sampling': setup.sampling.as_dict(),
       'primary': result.primary.name, 'global_step': result.global_step,
-      'streams': {stream.name: _stream_dict(stream, result.metrics[stream.name],
-                                            split.labels_to_names, config.labels_offset)
+      'streams': {stream.name: _stream_dict(stream, result.metrics[stream.name], names,
+                                            'videos')
                   for stream in result.streams},
       'videos': _videos(result.primary)}
 
 
-def _name_step(stream):
+def image_report_dict(config, setup, result, preprocessing):
+  """The JSON report of an image evaluation (image_eval.EvalResult) as a dict;
+  preprocessing: image_eval.input_settings(config)."""
+  stream = _stream_dict(result, result.metrics, class_names(config, setup), 'images')
+  stream['metrics'].update(accuracy=result.accuracy, recall_at_5=result.recall_at_5)
+  return {
+      'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
+                  'num_images': result.metrics.num_examples,
+                  'dirs': {'image': setup.streams[0].split.dataset_dir}},
+      'model': _model(config, setup),
+      'preprocessing': {'name': preprocessing[0], 'image_size': preprocessing[1]},
+      'primary': 'image', 'global_step': result.global_step,
+      'streams': {'image': stream}}
+
+
+def _name_step(evaluated):
   """The step in the checkpoint's name (model.ckpt-N); its stored global_step otherwise.
 
   Names, not stored steps, keep reports apart: slim's Supervisor names a checkpoint before
   it reads the variables, so model.ckpt-0 can hold global_step 1, like model.ckpt-1.
   """
-  step = checkpoint_step(stream.checkpoint)
-  return stream.global_step if step is None else step
+  step = checkpoint_step(evaluated.checkpoint)
+  return evaluated.global_step if step is None else step
+
+
+def run_name(result):
+  """What names a run's files: '<N>' for checkpoint model.ckpt-N, '<rgb N>-flow-<flow N>'
+  for a fusion. result: a VideoEvalResult or an image_eval.EvalResult."""
+  streams = {s.name: s for s in getattr(result, 'streams', ())}
+  if 'fusion' in streams:
+    return '%d-flow-%d' % (_name_step(streams['rgb']), _name_step(streams['flow']))
+  return '%d' % _name_step(getattr(result, 'primary', result))
 
 
 def report_path(eval_dir, result):
-  streams = {s.name: s for s in result.streams}
-  if 'fusion' in streams:
-    return os.path.join(eval_dir, 'report-%d-flow-%d.json' % (
-        _name_step(streams['rgb']), _name_step(streams['flow'])))
-  return os.path.join(eval_dir, 'report-%d.json' % _name_step(result.primary))
+  return os.path.join(eval_dir, 'report-%s.json' % run_name(result))
 
 
-def write_report(eval_dir, config, setup, result):
-  """Writes the JSON report into eval_dir (atomically); returns its path."""
-  os.makedirs(eval_dir, exist_ok=True)
-  path = report_path(eval_dir, result)
+def _write_json(path, content):
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
   temporary = path + '.tmp'
   with open(temporary, 'w') as handle:
-    json.dump(report_dict(config, setup, result), handle, indent=1)
+    json.dump(content, handle, indent=1)
     handle.write('\n')
   os.replace(temporary, path)
   return path
+
+
+def write_report(eval_dir, config, setup, result):
+  """Writes a video evaluation's JSON report into eval_dir (atomically); returns its path."""
+  return _write_json(report_path(eval_dir, result), report_dict(config, setup, result))
+
+
+def write_image_report(eval_dir, config, setup, result, preprocessing):
+  """Writes an image evaluation's JSON report into eval_dir (atomically); its path."""
+  return _write_json(report_path(eval_dir, result),
+                     image_report_dict(config, setup, result, preprocessing))
 
 
 def format_table(config, setup, result):

@@ -3,17 +3,18 @@
     for result in evaluations(config):
       print(summary(config, result))
 
-Image datasets go to `evaluation.image_eval` (unchanged slim behaviour), video datasets
-to `evaluation.video_eval`, whose results are also written as summaries and a JSON
-report under --eval_dir (`evaluation.report`).
+Image datasets go to `evaluation.image_eval` (slim's Accuracy and Recall@5, and the
+per-class figures), video datasets to `evaluation.video_eval`. With --eval_dir both
+write the same TensorBoard summaries and confusion matrix PNGs (`evaluation.summaries`)
+and a JSON report (`evaluation.report`) there.
 """
 
 import dataclasses
 
 from absl import logging
 
-from evaluation import report
-from evaluation.image_eval import evaluate as evaluate_images
+from evaluation import report, summaries
+from evaluation.image_eval import evaluate as evaluate_images, input_settings
 from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
 from checkpoints.watch import watch_checkpoints
@@ -22,15 +23,31 @@ from tf_compat import tf
 from core import errors
 from core.params import ConfigError
 
-__all__ = ['VideoRun', 'evaluations', 'evaluate_checkpoint', 'summary', 'exit_status']
+__all__ = ['VideoRun', 'ImageRun', 'evaluations', 'evaluate_checkpoint', 'summary',
+           'exit_status']
 
 
 @dataclasses.dataclass(frozen=True)
 class VideoRun:
-  """A video evaluation: the VideoEvalResult, the setup it ran with and its report."""
+  """A video evaluation: the VideoEvalResult, the setup it ran with, its report and its
+  confusion matrix PNGs (None and () without --eval_dir)."""
   result: object
   setup: object
-  report_path: object    # None without --eval_dir
+  report_path: object
+  confusion_paths: tuple = ()
+
+  @property
+  def accuracy(self):
+    return self.result.accuracy
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageRun:
+  """An image evaluation: the image_eval.EvalResult, and as VideoRun."""
+  result: object
+  setup: object
+  report_path: object
+  confusion_paths: tuple = ()
 
   @property
   def accuracy(self):
@@ -38,16 +55,30 @@ class VideoRun:
 
 
 def _evaluate_images(config, setup, checkpoints):
-  return evaluate_images(config, setup, checkpoints[0])
+  result = evaluate_images(config, setup, checkpoints[0])
+  if not config.eval_dir:
+    return ImageRun(result, setup, None)
+  figures = summaries.write_summaries(
+      config.eval_dir, result.global_step,
+      [summaries.StreamMetrics('image', result.metrics, 'images')],
+      report.class_names(config, setup), report.run_name(result),
+      extra_scalars={'eval/Accuracy': result.accuracy, 'eval/Recall_5': result.recall_at_5})
+  path = report.write_image_report(config.eval_dir, config, setup, result,
+                                   input_settings(config))
+  return ImageRun(result, setup, path, tuple(figures))
 
 
 def _evaluate_videos(config, setup, checkpoints):
   result = evaluate_videos(config, setup, checkpoints)
-  path = None
-  if config.eval_dir:
-    report.write_summaries(config.eval_dir, result)
-    path = report.write_report(config.eval_dir, config, setup, result)
-  return VideoRun(result, setup, path)
+  if not config.eval_dir:
+    return VideoRun(result, setup, None)
+  figures = summaries.write_summaries(
+      config.eval_dir, result.global_step,
+      [summaries.StreamMetrics(s.name, result.metrics[s.name], 'videos')
+       for s in result.streams],
+      report.class_names(config, setup), report.run_name(result))
+  path = report.write_report(config.eval_dir, config, setup, result)
+  return VideoRun(result, setup, path, tuple(figures))
 
 
 # One evaluation per kind of data (the resolver's names.IMAGE, names.VIDEO).
@@ -55,7 +86,7 @@ _EVALUATIONS = {names.IMAGE: _evaluate_images, names.VIDEO: _evaluate_videos}
 
 
 def evaluate_checkpoint(config, setup, checkpoints):
-  """Evaluates one checkpoint per stream (images: one); VideoRun or image EvalResult."""
+  """Evaluates one checkpoint per stream (images: one); a VideoRun or an ImageRun."""
   return _EVALUATIONS[setup.kind](config, setup, checkpoints)
 
 
@@ -87,14 +118,18 @@ def evaluations(config):
 
 
 def summary(config, result):
-  """Text for the user: a metrics table (videos) or slim's one line (images)."""
+  """Text for the user: a metrics table (videos) or slim's one line (images), then where
+  the report and the confusion matrices went."""
   if isinstance(result, VideoRun):
-    text = report.format_table(config, result.setup, result.result)
-    if result.report_path:
-      text += '\nreport: %s' % result.report_path
-    return text
-  return 'Accuracy: %.4f  Recall@5: %.4f  (%d examples, step %d)' % (
-      result.accuracy, result.recall_at_5, result.num_examples, result.global_step)
+    lines = [report.format_table(config, result.setup, result.result)]
+  else:
+    image = result.result
+    lines = ['Accuracy: %.4f  Recall@5: %.4f  (%d examples, step %d)' % (
+        image.accuracy, image.recall_at_5, image.num_examples, image.global_step)]
+  if result.report_path:
+    lines.append('report: %s' % result.report_path)
+  lines += ['confusion matrix: %s' % path for path in result.confusion_paths]
+  return '\n'.join(lines)
 
 
 def exit_status(config, results):

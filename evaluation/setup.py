@@ -13,6 +13,7 @@ from typing import Optional
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
+from deployment.gpu_options import check_gpu_options
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
@@ -58,8 +59,8 @@ class EvalSetup:
 
 
 def _check_numbers(config):
-  for name in ('batch_size', 'max_num_batches', 'eval_frames', 'eval_clips', 'clip_frames',
-               'eval_image_size', 'max_number_of_steps'):
+  for name in ('batch_size', 'max_num_batches', 'log_every_n_batches', 'eval_frames',
+               'eval_clips', 'clip_frames', 'eval_image_size', 'max_number_of_steps'):
     value = getattr(config, name)
     if value is not None:
       require(value >= 1, '--%s=%d must be >= 1 (or unset)' % (name, value))
@@ -78,6 +79,7 @@ def _check_numbers(config):
            % config.watch_timeout)
   require(config.watch_poll_secs > 0, '--watch_poll_secs=%r must be > 0 seconds'
            % config.watch_poll_secs)
+  check_gpu_options(config)
 
 
 def _check_names(config):

@@ -18,8 +18,10 @@ from absl import logging
 import numpy as np
 
 from checkpoints import restore
+from deployment.session_config import session_config_for
 from datasets.inputs import clip_input
 from evaluation.metrics import classification_metrics
+from evaluation.progress import SplitProgress, expected_examples
 from evaluation.setup import network_kwargs
 from nets import nets_factory
 from tf_compat import tf
@@ -126,18 +128,26 @@ def _restore(sess, saver, stream, checkpoint):
         stream.checkpoint_flag, checkpoint, str(error).split('\n')[0])) from None
 
 
-def _run(sess, fetches, max_num_batches):
+def _run(sess, fetches, progress, max_num_batches):
   """Runs `fetches` (logits, labels, ids) to the end of the data; concatenated arrays."""
-  parts, batches = [], 0
-  while max_num_batches is None or batches < max_num_batches:
+  parts = []
+  while max_num_batches is None or len(parts) < max_num_batches:
     try:
       parts.append(sess.run(fetches))
     except tf.errors.OutOfRangeError:
       break
-    batches += 1
+    progress.add(len(parts[-1][1]))
+  progress.finish()
   if not parts:
     return None
   return [np.concatenate([p[i] for p in parts]) for i in range(3)]
+
+
+def _progress(config, setup, stream):
+  total = expected_examples(stream.split.num_samples, setup.batch_size,
+                            config.max_num_batches)
+  return SplitProgress(stream.name, total, 'videos', setup.batch_size,
+                       config.log_every_n_batches)
 
 
 def score_videos(config, setup, stream, checkpoint):
@@ -155,9 +165,10 @@ def score_videos(config, setup, stream, checkpoint):
     logits = clip_logits(network_fn, clips)
     plan = _restore_plan(config, setup, stream, checkpoint)
     saver = restore.make_saver(plan)
-    with tf.Session(config.master) as sess:
+    with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, stream, checkpoint)
-      arrays = _run(sess, [logits, labels, video_ids], config.max_num_batches)
+      arrays = _run(sess, [logits, labels, video_ids], _progress(config, setup, stream),
+                    config.max_num_batches)
   if arrays is None:
     raise ConfigError('--%s: the %s split yielded no video' % (
         stream.data_flag, stream.split.split_name))

@@ -44,6 +44,9 @@ from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
 from core.errors import require
 from core.params import ConfigError, param
+from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+                                    gpu_memory_fraction_param)
+from deployment.session_config import session_config_for
 
 __all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
 
@@ -74,6 +77,9 @@ class ExportConfig:
   eval_image_size: Optional[int] = param(None, 'As eval.py: the centre crop\'s side.')
   use_moving_averages: str = param('auto', 'auto, true or false, as in eval.py.')
   top_k: int = param(5, 'Classes in the top_k outputs.')
+  # GPU memory.
+  gpu_allow_growth: bool = gpu_allow_growth_param()
+  gpu_memory_fraction: float = gpu_memory_fraction_param()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +135,7 @@ def _check(config):
            'not accepted; valid: %s' % (config.use_moving_averages,
                                        ', '.join(MOVING_AVERAGE_MODES)))
   require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
+  check_gpu_options(config)
   version = export_layout.choose_version(config.export_dir, config.export_version)
   checkpoint = resolve_checkpoint(config.checkpoint_path)
   info, labels, settings = _read_records_info(config.dataset_dir)
@@ -202,7 +209,7 @@ def _save(config, directory, checkpoint, labels, static_shape):
     (restore plan, network kwargs, the exported clips' shape with None for any size).
   """
   network_fn, net_kwargs = _network_fn(config, len(labels))
-  with tf.Graph().as_default(), tf.Session() as sess:
+  with tf.Graph().as_default(), tf.Session(config=session_config_for(config)) as sess:
     built = _build(network_fn, static_shape)
     plan = _restore(config, sess, checkpoint, len(labels), static_shape[-1])
     kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'

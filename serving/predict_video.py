@@ -33,6 +33,9 @@ from serving.model_info import read_model_info
 from tf_compat import tf
 from core.errors import DataError
 from core.params import ConfigError, param
+from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+                                    gpu_memory_fraction_param)
+from deployment.session_config import session_config_for
 
 __all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
 
@@ -46,6 +49,9 @@ class PredictConfig:
   video: Optional[str] = param(None, 'The video file to classify.')
   top_k: int = param(5, 'How many classes to print.')
   json: bool = param(False, 'Print one JSON object instead of a table.')
+  # GPU memory.
+  gpu_allow_growth: bool = gpu_allow_growth_param()
+  gpu_memory_fraction: float = gpu_memory_fraction_param()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -88,8 +94,11 @@ def _record_file(directory, video, info):
   return len(frames['frames'])
 
 
-def prepare_clips(video, info):
+def prepare_clips(video, info, session_config=None):
   """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
+
+  `session_config` (a tf.ConfigProto, e.g. deployment.session_config.session_config_for)
+  is the input pipeline session's.
 
   Raises:
     DataError: the file is not a readable video.
@@ -109,14 +118,14 @@ def prepare_clips(video, info):
           num_readers=1, num_parallel_calls=1, num_epochs=1, drop_remainder=False,
           eval_frames=sampling.get('frames'), eval_clips=sampling.get('clips'))
       clips = tf.data.make_one_shot_iterator(dataset).get_next()[0]
-      with tf.Session() as sess:
+      with tf.Session(config=session_config) as sess:
         clips = sess.run(clips)[0]
   return (clips[None] if sampling['mode'] == 'eval_frames' else clips), num_frames
 
 
-def _logits(model_dir, info, clips):
+def _logits(model_dir, info, clips, session_config):
   """Runs the SavedModel's signature on clips [K, T, H, W, C]; -> logits [K, C]."""
-  with tf.Graph().as_default(), tf.Session() as sess:
+  with tf.Graph().as_default(), tf.Session(config=session_config) as sess:
     meta = tf.saved_model.loader.load(sess, [tf.saved_model.tag_constants.SERVING], model_dir)
     signature = meta.signature_def[info['signature']]
     return sess.run(signature.outputs['logits'].name,
@@ -131,6 +140,8 @@ def predict_video(config):
       raise ConfigError('--%s is required' % flag)
   if config.top_k < 1:
     raise ConfigError('--top_k=%d must be >= 1' % config.top_k)
+  check_gpu_options(config)
+  session_config = session_config_for(config)
   version_dir = export_layout.find_version_dir(config.model_dir)
   try:
     info = read_model_info(version_dir)
@@ -138,8 +149,8 @@ def predict_video(config):
         os.path.join(version_dir, export_layout.ASSETS_EXTRA))
   except ValueError as error:
     raise ConfigError('--model_dir=%s: %s' % (config.model_dir, error)) from None
-  clips, num_frames = prepare_clips(config.video, info)
-  logits = _logits(version_dir, info, clips).astype(np.float64).mean(axis=0)
+  clips, num_frames = prepare_clips(config.video, info, session_config)
+  logits = _logits(version_dir, info, clips, session_config).astype(np.float64).mean(axis=0)
   exp = np.exp(logits - logits.max())
   probabilities = (exp / exp.sum()).astype(np.float32)
   order = np.argsort(-probabilities, kind='stable')[:config.top_k]

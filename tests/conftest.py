@@ -10,3 +10,10 @@ def digits_dir(tmp_path_factory):
   output_dir = str(tmp_path_factory.mktemp('digits'))
   convert('digits', output_dir)
   return output_dir
+
+
+@pytest.fixture
+def session_configs(monkeypatch):
+  """[(graph, ConfigProto or None)] of every tf Session created during the test."""
+  from tests.sessions import record_sessions  # pylint: disable=import-outside-toplevel
+  return record_sessions(monkeypatch)

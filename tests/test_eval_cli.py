@@ -5,6 +5,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +67,29 @@ def test_bad_input_gets_one_error_line(tmp_path, tmp_path_factory):
                for name, (args, _) in cases.items()}
   for name, (_, texts) in cases.items():
     assert_one_error_line(results[name].result(), *texts)
+
+
+def test_progress_reaches_stderr_that_is_not_a_terminal(tmp_path, tmp_path_factory):
+  """stderr is a pipe, as in a pod's log: a progress line every 2 videos and at the end;
+  stdout gives the table, the report and the confusion matrix PNG."""
+  rgb_dir = vt.converted(tmp_path_factory, 'rgb')
+  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
+  eval_dir = tmp_path / 'eval'
+  result = run('eval.py', I3D_FLAGS + [
+      '--dataset_dir=%s' % rgb_dir, '--checkpoint_path=%s' % prefix, '--eval_image_size=32',
+      '--eval_frames=8', '--batch_size=1', '--log_every_n_batches=2',
+      '--num_preprocessing_threads=1', '--eval_dir=%s' % eval_dir])
+  assert result.returncode == 0, result.stderr
+  progress = [line.split('] ', 1)[-1] for line in result.stderr.splitlines()
+              if re.search(r'\] rgb: \d+/6 videos', line)]
+  assert [line.split(', ')[0] for line in progress] == [
+      'rgb: 2/6 videos (33.3%)', 'rgb: 4/6 videos (66.7%)', 'rgb: 6/6 videos (100.0%)',
+      'rgb: 6/6 videos (100.0%)']
+  assert progress[0].endswith(' left') and progress[-1].endswith(' in all')
+  assert 'videos/s' in progress[-1]
+  assert 'report: %s' % (eval_dir / 'report-7.json') in result.stdout
+  assert 'confusion matrix: %s' % (eval_dir / 'confusion-7-rgb.png') in result.stdout
+  assert (eval_dir / 'confusion-7-rgb.png').stat().st_size > 1000
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ loaded with values read by tf.train.load_checkpoint; accuracy and recall@5 in Nu
 import dataclasses
 import glob
 import io
+import json
+import logging
 import os
 
 import numpy as np
@@ -16,12 +18,15 @@ import pytest
 from PIL import Image
 
 from datasets.conversion.image_conversion import convert
+from evaluation import run
 from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.config import TrainConfig
 from core.params import ConfigError
 from training.train import train
+from tests.evaluation import tensorboard_events as tbe
+from tests.sessions import assert_gpu_options
 
 LENET_VARIABLES = (
     'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
@@ -114,16 +119,6 @@ def write_checkpoint(prefix, values):
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       return saver.save(sess, prefix, write_meta_graph=False)
-
-
-def event_values(directory):
-  """{tag: [(step, value)]} of every events file in directory."""
-  found = {}
-  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
-    for event in tf.train.summary_iterator(path):
-      for value in event.summary.value:
-        found.setdefault(value.tag, []).append((event.step, value.simple_value))
-  return found
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -250,12 +245,58 @@ def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint)
 
 
 @pytest.mark.slow
-def test_eval_dir_summaries(digits_dir, tmp_path, two_clone_checkpoint):
+def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp_path,
+                                                     two_clone_checkpoint, caplog):
+  """eval_dir read back with TensorBoard's reader: slim's two scalars, and top-1, top-5,
+  mean class and per-class accuracy and the confusion matrix, against NumPy on the
+  reference logits; the same figures in the JSON report; the PNG beside them."""
+  images, labels = test_split
+  reference = reference_logits(checkpoint_values(two_clone_checkpoint), images)
+  expected = tbe.numpy_figures(reference, labels, 10)
   eval_dir = str(tmp_path / 'eval')
-  result = evaluate(eval_config(digits_dir, two_clone_checkpoint, eval_dir=eval_dir))
-  found = event_values(eval_dir)
-  assert found['eval/Accuracy'] == [(40, pytest.approx(result.accuracy))]
-  assert found['eval/Recall_5'] == [(40, pytest.approx(result.recall_at_5))]
+  caplog.set_level(logging.INFO, logger='absl')
+  [outcome] = list(run.evaluations(eval_config(digits_dir, two_clone_checkpoint,
+                                               eval_dir=eval_dir, batch_size=50)))
+  result = outcome.result
+  scalars, pictures = tbe.read_eval_dir(eval_dir)
+  assert scalars['eval/Accuracy'] == [(40, pytest.approx(result.accuracy))]
+  assert scalars['eval/Recall_5'] == [(40, pytest.approx(result.recall_at_5))]
+  assert result.accuracy == pytest.approx(expected['top1'], abs=1e-6)
+  image = tbe.assert_stream_events(scalars, pictures, 'image', 40, expected,
+                                   [str(d) for d in range(10)])
+  assert len([tag for tag in scalars if tag.startswith('per_class_accuracy/image/')]) == 10
+  assert outcome.confusion_paths == (os.path.join(eval_dir, 'confusion-40-image.png'),)
+  with Image.open(outcome.confusion_paths[0]) as saved:
+    assert saved.size == image.size
+
+  assert outcome.report_path == os.path.join(eval_dir, 'report-40.json')
+  with open(outcome.report_path) as handle:
+    report = json.load(handle)
+  stream = report['streams']['image']
+  assert report['primary'] == 'image' and report['global_step'] == 40
+  assert report['preprocessing'] == {'name': 'lenet', 'image_size': 28}
+  assert stream['confusion_matrix'] == expected['confusion'].tolist()
+  assert stream['metrics']['num_images'] == NUM_TEST
+  assert stream['metrics']['top5'] == pytest.approx(expected['top5'], abs=1e-9)
+  assert [c['accuracy'] for c in stream['per_class']] == pytest.approx(
+      expected['per_class'].tolist())
+  assert [c['images'] for c in stream['per_class']] == np.bincount(labels).tolist()
+
+  text = run.summary(eval_config(digits_dir, two_clone_checkpoint), outcome)
+  assert text.splitlines()[0] == 'Accuracy: %.4f  Recall@5: %.4f  (360 examples, step 40)' % (
+      result.accuracy, result.recall_at_5)
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('image: ')]
+  assert lines[-1].startswith('image: 360/360 images (100.0%), ')   # 8 batches: every one
+  assert [line.split(' (')[0] for line in lines[:2]] == ['image: 50/360 images',
+                                                         'image: 100/360 images']
+
+
+@pytest.mark.slow
+def test_gpu_options_reach_the_evaluation_session(digits_dir, two_clone_checkpoint,
+                                                  session_configs):
+  evaluate(eval_config(digits_dir, two_clone_checkpoint, gpu_allow_growth=False,
+                       gpu_memory_fraction=0.2))
+  assert_gpu_options(session_configs, False, 0.2)
 
 
 @pytest.mark.slow

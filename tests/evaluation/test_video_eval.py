@@ -19,6 +19,8 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
+from tests.evaluation import tensorboard_events as tbe
+from tests.sessions import assert_gpu_options
 from tf_compat import tf
 from training.config import TrainConfig
 from core.params import ConfigError
@@ -130,15 +132,6 @@ def test_first_frames_with_raw_weights(rgb_dir, rgb_model):
   check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
 
 
-def events(eval_dir):
-  found = {}
-  for path in glob.glob(os.path.join(eval_dir, 'events.out.tfevents.*')):
-    for event in tf.train.summary_iterator(path):
-      for value in event.summary.value:
-        found[value.tag] = (event.step, value)
-  return found
-
-
 def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, tmp_path):
   rgb_prefix, _, rgb_shadows = rgb_model
   flow_prefix, flow_values, _ = flow_model
@@ -178,14 +171,21 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
                                                               'MoveRight']
   assert sorted(v['id'] for v in report['videos']) == sorted(expected)
 
-  found = events(eval_dir)
-  for name in ('rgb', 'flow', 'fusion'):
-    step, value = found['eval/%s/top1' % name]
-    assert step == 7
-    assert value.simple_value == pytest.approx(result.result.metrics[name].top1)
-    assert 'eval/%s/mean_class_accuracy' % name in found
-    image = found['eval/%s/confusion_matrix' % name][1].image
-    assert image.height == image.width == 3 * 16 and image.encoded_image_string[1:4] == b'PNG'
+  scalars, images = tbe.read_eval_dir(eval_dir)
+  names = ['MoveDown', 'MoveLeft', 'MoveRight']
+  for name, by_id in (('rgb', expected_rgb), ('flow', expected_flow), ('fusion', expected)):
+    ids = sorted(by_id)
+    figures = tbe.numpy_figures(np.stack([by_id[i][1] for i in ids]),
+                                [by_id[i][0] for i in ids], vt.NUM_CLASSES)
+    image = tbe.assert_stream_events(scalars, images, name, 7, figures, names)
+    path = os.path.join(eval_dir, 'confusion-7-flow-9-%s.png' % name)
+    assert path in result.confusion_paths
+    with open(path, 'rb') as handle:
+      assert handle.read(8) == b'\x89PNG\r\n\x1a\n'
+    assert image.size[0] > 300 and image.size[1] > 300   # drawn, not 16 pixels a cell
+  assert len([tag for tag in scalars if tag.startswith('per_class_accuracy/')]) == 9
+  assert 'confusion matrix: %s' % result.confusion_paths[-1] in run.summary(
+      config(rgb_dir, rgb_prefix), result)
 
 
 @pytest.mark.slow
@@ -217,6 +217,17 @@ def test_a_two_clone_checkpoint_evaluates_on_one_device(rgb_dir, tmp_path):
     check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
   np.testing.assert_array_equal(results[0].result.primary.logits,
                                 results[1].result.primary.logits)
+
+
+@pytest.mark.parametrize('options,expected', [({}, (True, 0.0)),
+                                              (dict(gpu_allow_growth=False,
+                                                    gpu_memory_fraction=0.3), (False, 0.3))])
+def test_gpu_options_reach_every_evaluation_session(rgb_dir, rgb_model, session_configs,
+                                                    options, expected):
+  """Training's --gpu_allow_growth and --gpu_memory_fraction, so eval.py --watch beside
+  training does not map every GPU's free memory."""
+  evaluate(config(rgb_dir, rgb_model[0], eval_frames=8, batch_size=6, **options))
+  assert_gpu_options(session_configs, *expected)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -300,6 +311,7 @@ def test_moving_averages_required_but_absent(rgb_dir, flow_dir, flow_model):
     (dict(eval_frames=8, eval_clips=2), '--eval_frames=8 and --eval_clips=2 are not accepted'),
     (dict(eval_frames=8, clip_frames=4), '--clip_frames=4 applies to --eval_clips'),
     (dict(eval_clips=0), '--eval_clips=0 must be >= 1'),
+    (dict(log_every_n_batches=0), '--log_every_n_batches=0 must be >= 1'),
     (dict(preprocessing_name='lenet'), '--preprocessing_name=lenet applies to image'),
     (dict(model_name='lenet', depth_multiplier=None), '--model_name=lenet is an image '
      'network, but --dataset_name=video_folder holds rgb videos; use a video network: i3d'),
@@ -309,6 +321,8 @@ def test_moving_averages_required_but_absent(rgb_dir, flow_dir, flow_model):
     (dict(depth_multiplier=-1.0), '--depth_multiplier=-1.0 must be > 0'),
     (dict(use_batch_norm=True), '--use_batch_norm: network .i3d. does not take'),
     (dict(dataset_split_name='validation'), '--dataset_split_name=validation'),
+    (dict(gpu_memory_fraction=1.5), r'--gpu_memory_fraction=1.5 must be in \[0, 1\] '
+     r'\(0 = no cap\)$'),
 ])
 def test_bad_flags(rgb_dir, rgb_model, overrides, message):
   with pytest.raises(ConfigError, match=message):

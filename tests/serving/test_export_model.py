@@ -17,6 +17,7 @@ from serving import export_model
 from serving.export_model import ExportConfig, export_saved_model
 from serving.model_info import read_model_info
 from tests import video_testdata as vt
+from tests.sessions import assert_gpu_options
 from tf_compat import tf
 from core.params import ConfigError
 
@@ -116,6 +117,7 @@ def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
       (dict(checkpoint_path=flow_prefix), r'takes 2-channel input \(flow\), but '
                                           r'--dataset_dir=.* holds rgb records'),
       (dict(top_k=0), '--top_k=0 must be >= 1'),
+      (dict(gpu_memory_fraction=-0.5), r'--gpu_memory_fraction=-0.5 must be in \[0, 1\]'),
   ]
   (tmp_path / 'notes.txt').write_text('')
   for overrides, message in cases:
@@ -160,3 +162,10 @@ def test_versions_are_numbered_written_whole_and_never_overwritten(rgb_dir, rgb_
   clip = np.zeros([1, 10, vt.CROP, vt.CROP, 3], np.float32)
   np.testing.assert_allclose(run_signature(str(base / '2'), clip)['logits'],
                              run_signature(str(base / '1'), clip)['logits'], rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_gpu_options_reach_the_export_session(rgb_dir, rgb_model, tmp_path, session_configs):
+  export_saved_model(export_config(rgb_dir, rgb_model[0], tmp_path / 'export',
+                                   gpu_allow_growth=False, gpu_memory_fraction=0.25))
+  assert_gpu_options(session_configs, False, 0.25)

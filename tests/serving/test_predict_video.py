@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
+from serving.export_model import ExportConfig, export_saved_model
 from serving.predict_video import PredictConfig, predict_video, prepare_clips
 from tests import video_testdata as vt
+from tests.sessions import assert_gpu_options
 from core.errors import DataError
 from core.params import ConfigError
 
@@ -70,3 +72,22 @@ def test_a_directory_that_is_not_an_export(tmp_path):
     predict_video(PredictConfig(model_dir=str(tmp_path / '1'), video='clip.mp4'))
   with pytest.raises(ConfigError, match='--video is required'):
     predict_video(PredictConfig(model_dir=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_gpu_options_reach_every_prediction_session(tmp_path, tmp_path_factory,
+                                                    session_configs):
+  """Both sessions, the input pipeline's and the SavedModel's."""
+  videos = vt.synthetic_videos(tmp_path_factory)
+  model_dir = export_saved_model(ExportConfig(
+      checkpoint_path=vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')[0], model_name='i3d',
+      dataset_dir=vt.converted(tmp_path_factory, 'rgb'), export_dir=str(tmp_path / 'm'),
+      depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP, eval_frames=10)).version_dir
+  video = [v for v in videos['videos'] if v['split'] == 'test'][0]
+  del session_configs[:]
+  predict_video(PredictConfig(model_dir=model_dir, video=os.path.join(
+      videos['video_dir'], video['path']), gpu_allow_growth=False, gpu_memory_fraction=0.5))
+  assert len(session_configs) == 2
+  assert_gpu_options(session_configs, False, 0.5)
+  with pytest.raises(ConfigError, match=r'^--gpu_memory_fraction=2.0 must be in \[0, 1\]'):
+    predict_video(PredictConfig(model_dir=model_dir, video='x.mp4', gpu_memory_fraction=2.0))
