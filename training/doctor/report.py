@@ -1,0 +1,135 @@
+"""The doctor's output: the text table with devices, placement and verdict (printed and
+written as doctor.txt), the same as JSON (doctor.json), and the plot (doctor.png):
+examples/sec against the clone count for each component.
+
+The plot is drawn on a matplotlib `Figure` of its own with the Agg canvas, never through
+pyplot: no display needed, no global figure state.
+"""
+
+import dataclasses
+import json
+import os
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from deployment.placement import describe_placement, short_device
+from training.doctor.measure import FULL, INPUT, SYNTHETIC
+
+__all__ = ['TEXT_FILE', 'JSON_FILE', 'PLOT_FILE', 'format_text', 'to_json', 'plot', 'write']
+
+TEXT_FILE, JSON_FILE, PLOT_FILE = 'doctor.txt', 'doctor.json', 'doctor.png'
+_ROW = '%-22s %6s %13s %10s %11s %13s'
+
+
+def _rate(measurement):
+  return measurement.examples_per_sec if measurement else None
+
+
+def _synthetic(measurements):
+  return {m.num_clones: m for m in measurements if m.component == SYNTHETIC}
+
+
+def _ratio(value, reference):
+  if value is None or not reference:
+    return ''
+  return '%.2fx' % (value / reference)
+
+
+def _table(diagnosis):
+  """The rows: component, clones, examples/sec, sec/step, vs 1 clone (synthetic rows),
+  vs the model step at N clones (input and full rows)."""
+  synthetic = _synthetic(diagnosis.measurements)
+  one = _rate(synthetic.get(1))
+  model = _rate(synthetic.get(diagnosis.run['num_clones']))
+  lines = [_ROW % ('component', 'clones', 'examples/sec', 'sec/step', 'vs 1 clone',
+                   'vs model at N')]
+  for m in diagnosis.measurements:
+    rate = m.error or '%.1f' % m.examples_per_sec
+    seconds = '' if m.seconds_per_step is None else '%.4f' % m.seconds_per_step
+    lines.append(_ROW % (
+        m.component, '-' if m.num_clones is None else m.num_clones, rate, seconds,
+        _ratio(m.examples_per_sec, one) if m.component == SYNTHETIC else '',
+        _ratio(m.examples_per_sec, model) if m.component != SYNTHETIC else ''))
+  return [line.rstrip() for line in lines]
+
+
+def _devices(diagnosis):
+  devices = diagnosis.devices
+  gpus = ', '.join(devices.physical_gpus) or 'none'
+  logical = ', '.join(short_device(name) for name, _ in devices.logical)
+  return ['Devices: physical GPUs: %s; the session\'s devices: %s; %s CPU cores'
+          % (gpus, logical, diagnosis.run['cpu_cores'])]
+
+
+def format_text(diagnosis):
+  """The report as printed: header, devices, placement, table, verdict."""
+  run = diagnosis.run
+  lines = ['Doctor: %s on %s/%s, batch %d per clone, %d clone(s) %s; %d timed steps after %d'
+           % (run['model_name'], run['dataset_name'], run['dataset_split_name'],
+              run['batch_size'], run['num_clones'],
+              'on logical CPU devices (--clone_on_cpu)' if run['clone_on_cpu'] else 'on GPUs',
+              run['doctor_steps'], run['doctor_warmup_steps'])]
+  lines += _devices(diagnosis)
+  lines.append('Placement (traced full step):')
+  lines += ['  ' + line for line in describe_placement(diagnosis.placements)
+            or ['not traced: the full step failed']]
+  lines += [''] + _table(diagnosis) + ['']
+  verdict = diagnosis.verdict
+  lines += ['Verdict: %s' % verdict.name, '  ' + verdict.reason,
+            'Change: %s' % ' '.join(verdict.flags), '  ' + verdict.advice]
+  return '\n'.join(lines) + '\n'
+
+
+def to_json(diagnosis):
+  """The diagnosis as a JSON-ready dict (devices in full names)."""
+  return {'run': diagnosis.run,
+          'devices': dataclasses.asdict(diagnosis.devices),
+          'measurements': [dataclasses.asdict(m) for m in diagnosis.measurements],
+          'placement': [dataclasses.asdict(p) for p in diagnosis.placements],
+          'verdict': dataclasses.asdict(diagnosis.verdict)}
+
+
+def plot(diagnosis, path):
+  """Writes the PNG: examples/sec against clones, one line or mark per component."""
+  measurements = diagnosis.measurements
+  num_clones = diagnosis.run['num_clones']
+  figure = Figure(figsize=(6.4, 4.2), dpi=100)
+  FigureCanvasAgg(figure)
+  axes = figure.add_subplot(1, 1, 1)
+  synthetic = sorted(_synthetic(measurements).items())
+  done = [(n, m.examples_per_sec) for n, m in synthetic if m.examples_per_sec is not None]
+  if done:
+    axes.plot(*zip(*done), 'o-', label=SYNTHETIC)
+  failed = [n for n, m in synthetic if m.error]
+  if failed:
+    axes.plot(failed, [0] * len(failed), 'rx', markersize=10, label='out of memory')
+  for m in measurements:
+    if m.component == INPUT and m.examples_per_sec is not None:
+      axes.axhline(m.examples_per_sec, linestyle='--', color='tab:green', label=INPUT)
+    if m.component == FULL and m.examples_per_sec is not None:
+      axes.plot([m.num_clones], [m.examples_per_sec], 's', color='tab:red', markersize=9,
+                label=FULL)
+  axes.set_xticks(range(1, num_clones + 1))
+  axes.set_xlim(0.5, num_clones + 0.5)
+  axes.set_ylim(bottom=0)
+  axes.set_xlabel('clones')
+  axes.set_ylabel('examples/sec')
+  axes.set_title('%s on %s: %s' % (diagnosis.run['model_name'],
+                                   diagnosis.run['dataset_name'], diagnosis.verdict.name))
+  axes.grid(True, alpha=0.3)
+  axes.legend(loc='best', fontsize='small')
+  figure.tight_layout()
+  figure.savefig(path, format='png')
+
+
+def write(diagnosis, directory):
+  """Writes doctor.txt, doctor.json and doctor.png into `directory`; returns the paths."""
+  paths = [os.path.join(directory, name) for name in (TEXT_FILE, JSON_FILE, PLOT_FILE)]
+  with open(paths[0], 'w') as handle:
+    handle.write(format_text(diagnosis))
+  with open(paths[1], 'w') as handle:
+    json.dump(to_json(diagnosis), handle, indent=2, sort_keys=True)
+    handle.write('\n')
+  plot(diagnosis, paths[2])
+  return paths
