@@ -14,6 +14,7 @@ from nets.inflate import InflateConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig
 from training.config import TrainConfig
+from training.doctor.settings import DoctorSettings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,6 +25,8 @@ ENTRIES = [
     (['predict.py'], PredictConfig),
     (['-m', 'datasets.convert_videos'], VideoConversion),
     (['-m', 'nets.inflate'], InflateConfig),
+    (['-m', 'training.doctor'], DoctorSettings),
+    (['-m', 'training.doctor'], TrainConfig),   # The doctor takes the trainer's flags too.
 ]
 
 
