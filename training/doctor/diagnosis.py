@@ -2,7 +2,7 @@
 
 With the trainer's checked configuration (one worker), in one run: the input pipeline
 alone, the model step on synthetic data for 1..N clones, the full training step (traced
-once, for where the clones really ran); then a verdict (`verdicts`), the table printed and
+once, for where the clones really ran), timed in alternating rounds (`measure`); then a verdict (`verdicts`), the table printed and
 written with a plot (`report`). Tests call `diagnose` with a config, and may hand it a
 TrainSetup whose input they replaced and a session config of their own.
 """
@@ -32,7 +32,8 @@ class Diagnosis:
 
   Attributes:
     run: what was measured: model_name, dataset_name, dataset_split_name, batch_size
-      (per clone), num_clones, clone_on_cpu, cpu_cores, doctor_steps, doctor_warmup_steps.
+      (per clone), num_clones, clone_on_cpu, cpu_cores, doctor_rounds, doctor_steps,
+      doctor_warmup_steps.
     devices: `deployment.placement.VisibleDevices` of the full step's session config.
     measurements: `measure.Measurement`s: input alone, synthetic 1..N, full step.
     placements: `deployment.placement.ClonePlacement`s of the traced full step (empty when
@@ -61,7 +62,8 @@ def _run_summary(config, settings):
   return dict(model_name=config.model_name, dataset_name=config.dataset_name,
               dataset_split_name=config.dataset_split_name, batch_size=config.batch_size,
               num_clones=config.num_clones, clone_on_cpu=config.clone_on_cpu,
-              cpu_cores=os.cpu_count(), doctor_steps=settings.doctor_steps,
+              cpu_cores=os.cpu_count(), doctor_rounds=settings.doctor_rounds,
+              doctor_steps=settings.doctor_steps,
               doctor_warmup_steps=settings.doctor_warmup_steps)
 
 
@@ -82,14 +84,13 @@ def diagnose(config, settings, setup=None, session_config=None):
   config = single_worker(config)
   setup = setup or check_train_config(config)
   num_clones = config.num_clones
-  measurements = [measure.time_input(config, setup, settings, session_config)]
+  components = [measure.input_component(config, setup, session_config)]
   for count in range(1, num_clones + 1):
-    count_config, count_setup = measure.with_clones(config, setup, count, synthetic=True)
-    measurements.append(measure.time_step(count_config, count_setup, settings,
-                                          session_config)[0])
-  full, run_metadata = measure.time_step(config, setup, settings, session_config,
-                                         trace=True)
-  measurements.append(full)
+    components.append(measure.step_component(
+        *measure.with_clones(config, setup, count, synthetic=True), session_config))
+  components.append(measure.step_component(config, setup, session_config))
+  measurements, run_metadata = measure.measure(components, settings,
+                                               trace=len(components) - 1)
   placements = (placement.clone_placement(run_metadata, setup.deploy_config)
                 if run_metadata is not None else [])
   devices = placement.visible_devices(

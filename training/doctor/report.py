@@ -9,6 +9,7 @@ pyplot: no display needed, no global figure state.
 import dataclasses
 import json
 import os
+import statistics
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -19,7 +20,7 @@ from training.doctor.measure import FULL, INPUT, SYNTHETIC
 __all__ = ['TEXT_FILE', 'JSON_FILE', 'PLOT_FILE', 'format_text', 'to_json', 'plot', 'write']
 
 TEXT_FILE, JSON_FILE, PLOT_FILE = 'doctor.txt', 'doctor.json', 'doctor.png'
-_ROW = '%-22s %6s %13s %10s %11s %13s'
+_ROW = '%-22s %6s %13s %7s %10s %11s %13s'
 
 
 def _rate(measurement):
@@ -36,19 +37,28 @@ def _ratio(value, reference):
   return '%.2fx' % (value / reference)
 
 
+def _spread(rates):
+  """Half the range of the rounds' rates, in percent of their median: the machine's noise."""
+  if len(rates) < 2:
+    return ''
+  return '+-%d%%' % round(50 * (max(rates) - min(rates)) / statistics.median(rates))
+
+
 def _table(diagnosis):
-  """The rows: component, clones, examples/sec, sec/step, vs 1 clone (synthetic rows),
-  vs the model step at N clones (input and full rows)."""
+  """The rows: component, clones, examples/sec (median of the rounds), its spread over the
+  rounds, sec/step, vs 1 clone (synthetic rows), vs the model step at N clones (input and
+  full rows)."""
   synthetic = _synthetic(diagnosis.measurements)
   one = _rate(synthetic.get(1))
   model = _rate(synthetic.get(diagnosis.run['num_clones']))
-  lines = [_ROW % ('component', 'clones', 'examples/sec', 'sec/step', 'vs 1 clone',
-                   'vs model at N')]
+  lines = [_ROW % ('component', 'clones', 'examples/sec', 'spread', 'sec/step',
+                   'vs 1 clone', 'vs model at N')]
   for m in diagnosis.measurements:
     rate = m.error or '%.1f' % m.examples_per_sec
     seconds = '' if m.seconds_per_step is None else '%.4f' % m.seconds_per_step
     lines.append(_ROW % (
-        m.component, '-' if m.num_clones is None else m.num_clones, rate, seconds,
+        m.component, '-' if m.num_clones is None else m.num_clones, rate,
+        _spread(m.round_rates) if m.examples_per_sec is not None else '', seconds,
         _ratio(m.examples_per_sec, one) if m.component == SYNTHETIC else '',
         _ratio(m.examples_per_sec, model) if m.component != SYNTHETIC else ''))
   return [line.rstrip() for line in lines]
@@ -65,11 +75,13 @@ def _devices(diagnosis):
 def format_text(diagnosis):
   """The report as printed: header, devices, placement, table, verdict."""
   run = diagnosis.run
-  lines = ['Doctor: %s on %s/%s, batch %d per clone, %d clone(s) %s; %d timed steps after %d'
-           % (run['model_name'], run['dataset_name'], run['dataset_split_name'],
-              run['batch_size'], run['num_clones'],
-              'on logical CPU devices (--clone_on_cpu)' if run['clone_on_cpu'] else 'on GPUs',
-              run['doctor_steps'], run['doctor_warmup_steps'])]
+  lines = ['Doctor: %s on %s/%s, batch %d per clone, %d clone(s) %s' % (
+      run['model_name'], run['dataset_name'], run['dataset_split_name'], run['batch_size'],
+      run['num_clones'],
+      'on logical CPU devices (--clone_on_cpu)' if run['clone_on_cpu'] else 'on GPUs'),
+           'Timing: %d rounds of %d steps per component after %d warm-up steps; medians '
+           'over the rounds' % (run['doctor_rounds'], run['doctor_steps'],
+                                run['doctor_warmup_steps'])]
   lines += _devices(diagnosis)
   lines.append('Placement (traced full step):')
   lines += ['  ' + line for line in describe_placement(diagnosis.placements)

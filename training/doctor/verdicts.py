@@ -108,7 +108,9 @@ def _clone_overhead(synthetic, num_clones, clone_on_cpu):
   gain = synthetic[num_clones] / synthetic[1]
   if gain >= CLONES_GAIN:
     return None
-  best = max(sorted(synthetic), key=synthetic.get)
+  # The fewest clones within CLONES_GAIN of the fastest count: more buy nothing sure.
+  fastest = max(synthetic.values())
+  best = min(n for n, rate in synthetic.items() if rate * CLONES_GAIN >= fastest)
   note = (' Logical CPU devices share this machine\'s cores: CPU clones only help when '
           'one clone leaves cores idle.' if clone_on_cpu else '')
   return Verdict(
@@ -116,8 +118,8 @@ def _clone_overhead(synthetic, num_clones, clone_on_cpu):
       '(%.1f -> %.1f): splitting the batch, summing gradients and running the towers cost '
       'what the extra devices bring' % (num_clones, gain, synthetic[1],
                                         synthetic[num_clones]),
-      ('--num_clones',), 'Use --num_clones=%d (the fastest count measured).%s'
-      % (best, note))
+      ('--num_clones',), 'Use --num_clones=%d: no count measured gives %.1fx its '
+      'examples/sec.%s' % (best, CLONES_GAIN, note))
 
 
 def _compute_bound(input_rate, synthetic, num_clones):

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 SLEEP_SECS = 0.5
 BATCH = 8
-SETTINGS = DoctorSettings(doctor_steps=4, doctor_warmup_steps=1)
+SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
 
 
 class StarvedInput:

@@ -22,7 +22,7 @@ def _doctor(*flags):
 def test_the_recipe_flagfile_gives_a_table_a_verdict_and_the_files(digits_dir, tmp_path):
   result = _doctor('--flagfile=configs/digits_lenet_2xcpu.cfg',
                    '--dataset_dir=%s' % digits_dir, '--train_dir=%s' % (tmp_path / 'train'),
-                   '--doctor_steps=3', '--doctor_warmup_steps=1')
+                   '--doctor_rounds=2', '--doctor_steps=3', '--doctor_warmup_steps=1')
   assert result.returncode == 0, result.stderr
   out = result.stdout
   assert 'Doctor: lenet on digits/train, batch 32 per clone, 2 clone(s)' in out

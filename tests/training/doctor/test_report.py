@@ -15,17 +15,19 @@ CPU = '/job:localhost/replica:0/task:0/device:CPU:%d'
 
 
 def _diagnosis(failed_at_two=False):
-  synthetic_two = (Measurement(SYNTHETIC, 2, None, None, 'out of memory (ResourceExhaustedError)')
-                   if failed_at_two else Measurement(SYNTHETIC, 2, 420.0, 0.1524))
-  measurements = (Measurement(INPUT, None, 5000.0, 0.0064),
-                  Measurement(SYNTHETIC, 1, 400.0, 0.08), synthetic_two,
-                  Measurement(FULL, 2, 410.0, 0.1561))
+  synthetic_two = (Measurement(SYNTHETIC, 2, None, None,
+                               error='out of memory (ResourceExhaustedError)')
+                   if failed_at_two else
+                   Measurement(SYNTHETIC, 2, 420.0, 0.1524, (380.0, 420.0, 480.0)))
+  measurements = (Measurement(INPUT, None, 5000.0, 0.0064, (5000.0,)),
+                  Measurement(SYNTHETIC, 1, 400.0, 0.08, (400.0, 390.0, 410.0)),
+                  synthetic_two, Measurement(FULL, 2, 410.0, 0.1561, (410.0, 400.0, 430.0)))
   placements = (ClonePlacement(0, 'clone_0', '/device:CPU:0', {CPU % 0: 40}, CPU % 0),
                 ClonePlacement(1, 'clone_1', '/device:CPU:1', {CPU % 0: 3, CPU % 1: 37},
                                CPU % 1))
   run = dict(model_name='lenet', dataset_name='digits', dataset_split_name='train',
-             batch_size=32, num_clones=2, clone_on_cpu=True, cpu_cores=2, doctor_steps=20,
-             doctor_warmup_steps=5)
+             batch_size=32, num_clones=2, clone_on_cpu=True, cpu_cores=2, doctor_rounds=3,
+             doctor_steps=10, doctor_warmup_steps=5)
   verdict = verdicts.decide(measurements, 2, shared={}, clone_on_cpu=True)
   return Diagnosis(run, VisibleDevices((), ((CPU % 0, 'CPU'), (CPU % 1, 'CPU'))),
                    measurements, placements, verdict)
@@ -38,7 +40,9 @@ def test_the_text_holds_devices_placement_table_and_verdict():
   rows = {line[:22].strip(): line.split() for line in text.splitlines()
           if line.startswith(('input', 'model', 'full'))}
   assert rows['input pipeline alone'][-1] == '11.90x'   # 5000 / 420, the model at N = 2
-  assert 'model, synthetic data 2 420.0 0.1524 1.05x' in ' '.join(text.split())
+  # The spread is half the rounds' range over their median: (480 - 380) / 2 / 420.
+  assert 'model, synthetic data 2 420.0 +-12% 0.1524 1.05x' in ' '.join(text.split())
+  assert 'Timing: 3 rounds of 10 steps per component after 5 warm-up steps' in text
   assert 'Verdict: clone overhead' in text and 'Change: --num_clones' in text
   assert all(line == line.rstrip() for line in text.splitlines())
 
