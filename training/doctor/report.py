@@ -102,34 +102,62 @@ def to_json(diagnosis):
           'verdict': dataclasses.asdict(diagnosis.verdict)}
 
 
+def _error_bars(measurements):
+  """(x, median, [below], [above]) of the measurements, the bars spanning their rounds."""
+  done = [m for m in measurements if m.examples_per_sec is not None]
+  rates = [m.examples_per_sec for m in done]
+  below = [rate - min(m.round_rates or (rate,)) for m, rate in zip(done, rates)]
+  above = [max(m.round_rates or (rate,)) - rate for m, rate in zip(done, rates)]
+  return [m.num_clones for m in done], rates, [below, above]
+
+
+def _draw(axes, measurements):
+  """The components on `axes`; returns every rate drawn (for the scale)."""
+  synthetic = [m for _, m in sorted(_synthetic(measurements).items())]
+  x, rates, bars = _error_bars(synthetic)
+  drawn = list(rates)
+  if x:
+    axes.errorbar(x, rates, yerr=bars, fmt='o-', capsize=4, label=SYNTHETIC)
+  full = [m for m in measurements if m.component == FULL]
+  x, rates, bars = _error_bars(full)
+  if x:  # Beside the synthetic point of the same count, not on it.
+    axes.errorbar([n + 0.08 for n in x], rates, yerr=bars, fmt='s', color='tab:red',
+                  markersize=8, capsize=4, label=FULL)
+    drawn += rates
+  for m in measurements:
+    if m.component == INPUT and m.examples_per_sec is not None:
+      axes.axhline(m.examples_per_sec, linestyle='--', color='tab:green', label=INPUT)
+      axes.axhspan(min(m.round_rates or (m.examples_per_sec,)),
+                   max(m.round_rates or (m.examples_per_sec,)), color='tab:green', alpha=0.12)
+      drawn.append(m.examples_per_sec)
+  failed = [m.num_clones for m in synthetic + full if m.error]
+  if failed:  # At the foot of the plot, whatever the scale.
+    axes.plot(failed, [0.03] * len(failed), 'x', color='black', markersize=10,
+              transform=axes.get_xaxis_transform(), label='out of memory')
+  return drawn
+
+
 def plot(diagnosis, path):
-  """Writes the PNG: examples/sec against clones, one line or mark per component."""
-  measurements = diagnosis.measurements
+  """Writes the PNG: examples/sec against clones, the synthetic step as a line, the full
+  step as a square, the input alone as a dashed line; bars and band span the rounds.
+  The scale is logarithmic when the rates differ more than tenfold."""
   num_clones = diagnosis.run['num_clones']
   figure = Figure(figsize=(6.4, 4.2), dpi=100)
   FigureCanvasAgg(figure)
   axes = figure.add_subplot(1, 1, 1)
-  synthetic = sorted(_synthetic(measurements).items())
-  done = [(n, m.examples_per_sec) for n, m in synthetic if m.examples_per_sec is not None]
-  if done:
-    axes.plot(*zip(*done), 'o-', label=SYNTHETIC)
-  failed = [n for n, m in synthetic if m.error]
-  if failed:
-    axes.plot(failed, [0] * len(failed), 'rx', markersize=10, label='out of memory')
-  for m in measurements:
-    if m.component == INPUT and m.examples_per_sec is not None:
-      axes.axhline(m.examples_per_sec, linestyle='--', color='tab:green', label=INPUT)
-    if m.component == FULL and m.examples_per_sec is not None:
-      axes.plot([m.num_clones], [m.examples_per_sec], 's', color='tab:red', markersize=9,
-                label=FULL)
+  drawn = _draw(axes, diagnosis.measurements)
+  logarithmic = bool(drawn) and min(drawn) > 0 and max(drawn) > 10 * min(drawn)
+  if logarithmic:
+    axes.set_yscale('log')
+  else:
+    axes.set_ylim(bottom=0)
   axes.set_xticks(range(1, num_clones + 1))
   axes.set_xlim(0.5, num_clones + 0.5)
-  axes.set_ylim(bottom=0)
   axes.set_xlabel('clones')
-  axes.set_ylabel('examples/sec')
+  axes.set_ylabel('examples/sec' + (' (log scale)' if logarithmic else ''))
   axes.set_title('%s on %s: %s' % (diagnosis.run['model_name'],
                                    diagnosis.run['dataset_name'], diagnosis.verdict.name))
-  axes.grid(True, alpha=0.3)
+  axes.grid(True, which='both', alpha=0.3)
   axes.legend(loc='best', fontsize='small')
   figure.tight_layout()
   figure.savefig(path, format='png')
