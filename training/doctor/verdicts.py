@@ -17,6 +17,7 @@ run, and a verdict must not flip with them.
 import dataclasses
 from typing import Tuple
 
+from deployment.placement import short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
 __all__ = ['INPUT_BOUND', 'COMPUTE_BOUND', 'CLONE_OVERHEAD', 'MEMORY', 'VERDICTS',
@@ -69,7 +70,8 @@ def _memory(measurements):
 def _shared(shared, num_clones, clone_on_cpu, num_gpus):
   if not shared:
     return None
-  where = '; '.join('clones %s on %s' % (', '.join(str(i) for i in clones), device)
+  where = '; '.join('clones %s on %s' % (', '.join(str(i) for i in clones),
+                                          short_device(device))
                     for device, clones in shared.items())
   if clone_on_cpu:
     flags, fix = ('--num_clones',), ('the session has fewer logical CPU devices than '
@@ -79,8 +81,9 @@ def _shared(shared, num_clones, clone_on_cpu, num_gpus):
     flags = ('--num_clones', '--clone_on_cpu')
     fix = ('%d GPU(s) visible for %d clones: use --num_clones=%d, or --clone_on_cpu for '
            'one logical CPU device per clone' % (num_gpus, num_clones, max(num_gpus, 1)))
-  return Verdict(CLONE_OVERHEAD, 'clones share a device in the traced step (%s): they '
-                 'take turns instead of running side by side' % where, flags,
+  return Verdict(CLONE_OVERHEAD, 'clones share a device in the traced step (%s): that '
+                 'device does every sharing clone\'s work, so they add no compute' % where,
+                 flags,
                  'Give each clone its own device: %s. The devices TensorFlow sees are '
                  'listed above.' % fix)
 

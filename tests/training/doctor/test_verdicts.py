@@ -80,4 +80,4 @@ def test_clones_sharing_a_device_are_clone_overhead_before_any_rate(clone_on_cpu
                             shared=shared, clone_on_cpu=clone_on_cpu, num_gpus=0)
   assert verdict.name == verdicts.CLONE_OVERHEAD
   assert verdict.flags == flags
-  assert 'clones 0, 1 on /job:localhost/replica:0/task:0/device:CPU:0' in verdict.reason
+  assert 'clones 0, 1 on /device:CPU:0' in verdict.reason
