@@ -1,9 +1,10 @@
 """`run_doctor(config, settings)`: why is N clones slower than 1, on this machine.
 
 With the trainer's checked configuration (one worker), in one run: the input pipeline
-alone, the model step on synthetic data for 1..N clones, the full training step (traced
-once, for where the clones really ran), timed in alternating rounds (`measure`); then a verdict (`verdicts`), the table printed and
-written with a plot (`report`). Tests call `diagnose` with a config, and may hand it a
+alone, the model step on synthetic data for 1..N clones and the full training step,
+timed in alternating rounds, the full step traced once for where the clones really ran
+(`measure`); then a verdict (`verdicts`), the table printed and written with a plot
+(`report`). Tests call `diagnose` with a config, and may hand it a
 TrainSetup whose input they replaced and a session config of their own.
 """
 

@@ -13,9 +13,10 @@ Every session is opened first; then an untimed round runs `doctor_warmup_steps` 
 every component in turn (caches, shuffle buffers, thread pools), and each timed round
 runs `doctor_steps` steps of every component in turn. A component's figure is its median
 over the timed rounds, so all of them see the same machine (a shared machine's speed
-moves by 15 % and more within a minute). Rates count every clone's examples: batch_size x clones / seconds per step. A
-component that runs out of memory (ResourceExhaustedError) is a measurement with an
-error, not a crash: it is what the memory verdict reads. Any other error raises.
+moves by 15 % and more within a minute). Rates count every clone's examples:
+batch_size x clones / seconds per step. A component that runs out of memory
+(ResourceExhaustedError) is a measurement with an error, not a crash: it is what the
+memory verdict reads. Any other error raises.
 """
 
 import contextlib
