@@ -17,6 +17,7 @@ from nets.inflation import InflateConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig
 from training.config import TrainConfig
+from training.doctor.settings import DoctorSettings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,6 +31,8 @@ ENTRIES = [
     (['-m', 'datasets.make_synthetic_videos'], SyntheticVideosConfig),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
+    (['-m', 'training.doctor'], DoctorSettings),
+    (['-m', 'training.doctor'], TrainConfig),   # The doctor takes the trainer's flags too.
 ]
 
 

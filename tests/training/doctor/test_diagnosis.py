@@ -1,0 +1,120 @@
+"""The doctor's three verdict tests (issue 12), on LeNet and converted digits.
+
+Timings on this shared machine move by tens of percent, so each contrast is built in:
+the starved pipeline sleeps half a second per batch of 8 (at most 16 examples/sec, where
+LeNet's step takes hundreds), the synthetic input does no work at all, and the wrong
+session config leaves the second clone no device of its own. Few steps are timed: the
+margins, not the step counts, make the verdicts stable.
+"""
+
+import dataclasses
+import os
+import time
+
+import pytest
+
+from datasets.inputs.synthetic_input import SyntheticInput
+from deployment.session_config import make_session_config
+from tf_compat import tf
+from training.config import TrainConfig
+from training.doctor import diagnosis, verdicts
+from training.doctor.measure import FULL, INPUT, SYNTHETIC
+from training.doctor.settings import DoctorSettings
+from training.setup import check_train_config
+
+pytestmark = pytest.mark.slow
+
+SLEEP_SECS = 0.5
+BATCH = 8
+SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
+
+
+class StarvedInput:
+  """The real input with a half-second sleep per batch (in a py_function, so it holds no
+  core): the pipeline is slow on purpose, whatever the machine's load."""
+
+  def __init__(self, real):
+    self.real = real
+    self.kind = real.kind
+
+  def dataset(self, split, settings):
+    def starve(*batch):
+      slept = tf.py_function(lambda: time.sleep(SLEEP_SECS) or 0, [], tf.int32)
+      with tf.control_dependencies([slept]):
+        return tuple(tf.identity(tensor) for tensor in batch)
+    return self.real.dataset(split, settings).map(starve)
+
+  def finish(self, batch, split):
+    return self.real.finish(batch, split)
+
+  def summarize(self, inputs, split):
+    return self.real.summarize(inputs, split)
+
+  def describe(self, settings, split):
+    return 'starved ' + self.real.describe(settings, split)
+
+
+def _config(digits_dir, tmp_path, **overrides):
+  values = dict(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+                train_dir=str(tmp_path / 'train'), num_clones=1, clone_on_cpu=True,
+                batch_size=BATCH, optimizer='sgd', learning_rate_decay_type='fixed',
+                num_readers=1, num_preprocessing_threads=1)
+  values.update(overrides)
+  return TrainConfig(**values)
+
+
+def _rates(result):
+  return {(m.component, m.num_clones): m.examples_per_sec for m in result.measurements}
+
+
+def test_a_starved_pipeline_is_input_bound(digits_dir, tmp_path):
+  config = _config(digits_dir, tmp_path)
+  setup = check_train_config(config)
+  setup = dataclasses.replace(setup, input=StarvedInput(setup.input))
+  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  rates = _rates(result)
+  assert rates[(INPUT, None)] < 1.2 * BATCH / SLEEP_SECS
+  assert rates[(INPUT, None)] < 0.25 * rates[(SYNTHETIC, 1)], rates   # far below 0.8
+  assert rates[(FULL, 1)] < 1.2 * BATCH / SLEEP_SECS
+  assert result.verdict.name == verdicts.INPUT_BOUND, result.verdict
+  assert '--num_preprocessing_threads' in result.verdict.flags
+
+
+def test_an_in_graph_synthetic_input_is_compute_bound(digits_dir, tmp_path):
+  config = _config(digits_dir, tmp_path)
+  setup = check_train_config(config)
+  setup = dataclasses.replace(setup, input=SyntheticInput(setup.input))
+  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  rates = _rates(result)
+  assert rates[(INPUT, None)] > 5 * rates[(SYNTHETIC, 1)], rates   # far above 0.8
+  assert result.verdict.name == verdicts.COMPUTE_BOUND, result.verdict
+  assert [p.device.endswith('/device:CPU:0') for p in result.placements] == [True]
+
+
+def test_two_clones_given_one_cpu_device_are_reported_sharing_it(digits_dir, tmp_path):
+  """The wrong config: 2 clones on CPU asked for, every session declares 1 CPU device."""
+  config = _config(digits_dir, tmp_path, num_clones=2)
+  result = diagnosis.diagnose(config, SETTINGS, session_config=make_session_config(None))
+  assert result.devices.count('CPU') == 1
+  devices = [p.device for p in result.placements]
+  assert len(devices) == 2 and devices[0] == devices[1]
+  assert devices[0].endswith('/device:CPU:0')
+  assert result.verdict.name == verdicts.CLONE_OVERHEAD, result.verdict
+  assert 'clones share a device' in result.verdict.reason
+  assert [p.asked for p in result.placements] == ['/device:CPU:0', '/device:CPU:1']
+
+
+def test_run_doctor_prints_the_table_and_writes_it_with_the_plot(digits_dir, tmp_path,
+                                                                 capsys):
+  config = _config(digits_dir, tmp_path, num_clones=2)
+  settings = dataclasses.replace(SETTINGS, doctor_dir=str(tmp_path / 'out'))
+  setup = check_train_config(config)
+  setup = dataclasses.replace(setup, input=SyntheticInput(setup.input))
+  result = diagnosis.run_doctor(config, settings, setup=setup)
+  printed = capsys.readouterr().out
+  assert 'Verdict: %s' % result.verdict.name in printed
+  assert 'SHARED' not in printed   # the right config: one logical CPU per clone
+  for name in ('doctor.txt', 'doctor.json', 'doctor.png'):
+    assert os.path.getsize(str(tmp_path / 'out' / name)) > 0
+  with open(str(tmp_path / 'out' / 'doctor.png'), 'rb') as handle:
+    assert handle.read(8) == b'\x89PNG\r\n\x1a\n'

@@ -1,0 +1,6 @@
+"""The doctor, `python -m training.doctor` (see its `__main__`): why N clones are slower
+than 1 on this machine.
+
+By concept: `settings` (its own flags), `measure` (the timings), `verdicts` (the rules),
+`report` (table, JSON, plot) and `diagnosis` (`run_doctor`, which ties them together).
+"""

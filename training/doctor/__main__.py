@@ -1,0 +1,45 @@
+r"""The doctor: why are N clones slower than 1, on this machine?
+
+    python -m training.doctor --flagfile=configs/digits_lenet_2xcpu.cfg \
+        --dataset_dir=runs/demo/data --train_dir=/tmp/doctor
+
+Takes the trainer's flags (the flagfile of a training, cluster flags set aside: it times
+one worker) and, in one run, times the input pipeline alone, the model step on synthetic
+data for 1..N clones and the full training step, and traces one step to see on which
+devices the clones really ran. Prints a table and a verdict (input-bound, compute-bound,
+clone overhead or memory) with the flags to change, and writes doctor.txt, doctor.json
+and doctor.png (examples/sec against clones) into --doctor_dir (<train_dir>/doctor).
+docs/doctor.md explains the verdicts. Run from the repository root.
+Exit status (core/errors.py): 0 a verdict, 2 bad flags, 3 unreadable data, 6 the output
+could not be written.
+"""
+
+import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+from absl import app, flags, logging
+
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
+from training.config import TrainConfig
+from training.doctor.diagnosis import run_doctor
+from training.doctor.settings import DoctorSettings
+
+define_flags(TrainConfig)
+define_flags(DoctorSettings)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if reject_positional_arguments(argv):
+    return errors.USAGE
+  logging.set_verbosity(logging.INFO)
+  try:
+    run_doctor(config_from_flags(TrainConfig, FLAGS),
+               config_from_flags(DoctorSettings, FLAGS))
+  except errors.EXPECTED + (OSError,) as error:
+    return errors.report(error)
+  return errors.OK
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=parse_flags)

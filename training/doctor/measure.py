@@ -1,0 +1,212 @@
+"""The doctor's timings: each component in a graph and a session of its own, timed in
+alternating rounds.
+
+  input pipeline alone    the training input's batches pulled on the input device, nothing
+                          else: examples/sec the data can be made at.
+  model, synthetic data   the trainer's own graph (`build_training_graph`) with n clones, its
+                          input replaced by `SyntheticInput` (one batch of zeros): forward,
+                          backward, gradient sum and update, without the pipeline's work.
+  full training step      the trainer's graph as the flags build it; one more step is traced
+                          (FULL_TRACE) for `deployment.placement`.
+
+Every session is opened first; then an untimed round runs `doctor_warmup_steps` steps of
+every component in turn (caches, shuffle buffers, thread pools), and each timed round
+runs `doctor_steps` steps of every component in turn. A component's figure is its median
+over the timed rounds, so all of them see the same machine (a shared machine's speed
+moves by 15 % and more within a minute). Rates count every clone's examples:
+batch_size x clones / seconds per step. A component that runs out of memory
+(ResourceExhaustedError) is a measurement with an error, not a crash: it is what the
+memory verdict reads. Any other error raises.
+"""
+
+import contextlib
+import dataclasses
+import statistics
+import time
+from typing import Optional, Tuple
+
+from absl import logging
+
+from datasets.inputs.synthetic_input import SyntheticInput
+from deployment import model_deploy
+from deployment.session_config import make_session_config
+from tf_compat import tf
+from training import optimization
+from training.train import build_training_graph
+
+__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'Measurement', 'Component', 'session_config_for',
+           'with_clones', 'input_component', 'step_component', 'measure']
+
+INPUT = 'input pipeline alone'
+SYNTHETIC = 'model, synthetic data'
+FULL = 'full training step'
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+  """One component's timing.
+
+  Attributes:
+    component: INPUT, SYNTHETIC or FULL.
+    num_clones: clones of the step; None for the input pipeline alone.
+    examples_per_sec: the median over rounds of examples (every clone's) per second;
+      None when it failed.
+    seconds_per_step: seconds per step (per batch for the input) at that median.
+    round_rates: examples/sec of each round, in order.
+    error: why it failed ('out of memory (ResourceExhaustedError)'), or None.
+  """
+  component: str
+  num_clones: Optional[int]
+  examples_per_sec: Optional[float]
+  seconds_per_step: Optional[float]
+  round_rates: Tuple[float, ...] = ()
+  error: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Component:
+  """What one measurement runs: a graph, its init op and the fetch of one step."""
+  name: str
+  num_clones: Optional[int]
+  examples_per_step: int
+  graph: tf.Graph
+  init: Optional[tf.Operation]
+  fetch: object
+  session_config: tf.ConfigProto
+  session: Optional[tf.Session] = None
+
+
+def session_config_for(config, deploy_config):
+  """The session config training would use for `deploy_config` (GPU options from config)."""
+  return make_session_config(deploy_config, gpu_allow_growth=config.gpu_allow_growth,
+                             gpu_memory_fraction=config.gpu_memory_fraction)
+
+
+def with_clones(config, setup, num_clones, synthetic):
+  """(config, setup) of one worker with `num_clones` clones, on SyntheticInput if asked.
+
+  The deployment keeps the config's clone_on_cpu; the global batch and the schedule's
+  steps follow the clone count as check_train_config would compute them.
+  """
+  config = dataclasses.replace(config, num_clones=num_clones)
+  deploy_config = model_deploy.DeploymentConfig(num_clones=num_clones,
+                                                clone_on_cpu=config.clone_on_cpu)
+  setup = dataclasses.replace(
+      setup, deploy_config=deploy_config,
+      input=SyntheticInput(setup.input) if synthetic else setup.input,
+      global_batch=optimization.global_batch_size(config),
+      steps_per_epoch=optimization.steps_per_epoch(config, setup.dataset.num_samples))
+  return config, setup
+
+
+def input_component(config, setup, session_config=None):
+  """The input pipeline alone: batches of setup.input pulled on the inputs device. A group
+  of the batch's tensors is run, so a video batch is not copied into Python for nothing."""
+  graph = tf.Graph()
+  with graph.as_default():
+    with tf.device(setup.deploy_config.inputs_device()):
+      dataset = setup.input.dataset(setup.dataset, setup.input_settings)
+      batch = tf.data.make_one_shot_iterator(dataset).get_next()
+      fetch = tf.group(*tf.nest.flatten(batch))
+  return Component(INPUT, None, setup.input_settings.batch_size, graph, None, fetch,
+                   session_config or session_config_for(config, setup.deploy_config))
+
+
+def step_component(config, setup, session_config=None):
+  """One training step as `build_training_graph(config, setup)` builds it: SYNTHETIC when
+  setup's input is a SyntheticInput, else FULL. Variables start from their initializers
+  (a fine-tuning checkpoint would not change the speed)."""
+  num_clones = setup.deploy_config.num_clones
+  graph = tf.Graph()
+  with graph.as_default():
+    train_op = build_training_graph(config, setup).train_op
+    init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
+                    tf.tables_initializer())
+  name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
+  return Component(name, num_clones, config.batch_size * num_clones, graph, init, train_op,
+                   session_config or session_config_for(config, setup.deploy_config))
+
+
+def _seconds_per_step(component, steps):
+  start = time.perf_counter()
+  for _ in range(steps):
+    component.session.run(component.fetch)
+  return (time.perf_counter() - start) / steps
+
+
+def _open(component, stack):
+  """Opens the component's session (closed by `stack`), initializes it and runs one step
+  (the first run optimizes and places the graph)."""
+  component.session = stack.enter_context(
+      tf.Session(graph=component.graph, config=component.session_config))
+  if component.init is not None:
+    component.session.run(component.init)
+  component.session.run(component.fetch)
+
+
+def _result(component, rates, error=None):
+  if error is not None:
+    logging.warning('%s, %s clone(s): out of memory: %s', component.name,
+                    component.num_clones, error.message.splitlines()[0])
+    return Measurement(component.name, component.num_clones, None, None, tuple(rates),
+                       'out of memory (ResourceExhaustedError)')
+  rate = statistics.median(rates)
+  logging.info('%s, %s clone(s): %.1f examples/sec (rounds: %s)', component.name,
+               '-' if component.num_clones is None else component.num_clones, rate,
+               ', '.join('%.1f' % r for r in rates))
+  return Measurement(component.name, component.num_clones, rate,
+                     component.examples_per_step / rate, tuple(rates))
+
+
+def _rounds(components, settings, errors):
+  """[examples/sec per timed round] per component: one untimed round of warm-up steps,
+  then the timed rounds, every component in turn. A component that runs out of memory is
+  recorded in `errors` (by index) and left out of the next rounds."""
+  rates = [[] for _ in components]
+  rounds = [settings.doctor_warmup_steps] + [settings.doctor_steps] * settings.doctor_rounds
+  for round_index, steps in enumerate(rounds):
+    for index, component in enumerate(components):
+      if index in errors or not steps:
+        continue
+      try:
+        seconds = _seconds_per_step(component, steps)
+      except tf.errors.ResourceExhaustedError as error:
+        errors[index] = error
+        continue
+      if round_index:
+        rates[index].append(component.examples_per_step / seconds)
+  return rates
+
+
+def _traced_step(component):
+  run_metadata = tf.RunMetadata()
+  component.session.run(component.fetch, run_metadata=run_metadata,
+                        options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+  return run_metadata
+
+
+def measure(components, settings, trace=None):
+  """Opens every component, times them in alternating rounds, and closes them.
+
+  Args:
+    components: `Component`s from input_component and step_component.
+    settings: DoctorSettings (rounds, steps per round, warm-up steps).
+    trace: the index of a component to run once more with FULL_TRACE, or None.
+
+  Returns:
+    ([Measurement per component, in order], tf.RunMetadata of the traced step, or None
+    when there was none to trace or it ran out of memory).
+  """
+  errors, run_metadata = {}, None
+  with contextlib.ExitStack() as stack:
+    for index, component in enumerate(components):
+      try:
+        _open(component, stack)
+      except tf.errors.ResourceExhaustedError as error:
+        errors[index] = error
+    rates = _rounds(components, settings, errors)
+    if trace is not None and trace not in errors:
+      run_metadata = _traced_step(components[trace])
+  return ([_result(component, component_rates, errors.get(index))
+           for index, (component, component_rates) in enumerate(zip(components, rates))],
+          run_metadata)
