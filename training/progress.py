@@ -21,6 +21,7 @@ import time
 
 from absl import logging
 
+from tf_compat import tf
 from training import summaries
 
 __all__ = ['ProgressStep']
@@ -31,7 +32,7 @@ class ProgressStep:
   (sess, train_op, global_step, kwargs)."""
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
-               stop_event=None, learning_rate=None, input_wait=None):
+               stop_event=None, learning_rate=None, input_wait=None, on_first_step=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -41,7 +42,10 @@ class ProgressStep:
       learning_rate: optional tensor, shown in the lines.
       input_wait: optional tensor, the seconds this worker's steps waited for input so
         far (training.summaries.InputWait.total); its growth over wall time is the share.
+      on_first_step: optional fn(tf.RunMetadata): the first step is traced (FULL_TRACE)
+        and its metadata handed over, e.g. to log where the clones really ran.
     """
+    self._on_first_step = on_first_step
     self._extras = {name: tensor for name, tensor in
                     (('learning_rate', learning_rate), ('input_wait', input_wait))
                     if tensor is not None}
@@ -78,16 +82,29 @@ class ProgressStep:
       self._start_time = self._last_time = time.time()
       if self._done(self.last_global_step):
         return self.last_loss, True
-    if self._extras:
-      loss, step, self._last_extras = sess.run([train_op, step_after_train, self._extras])
-    else:
-      loss, step = sess.run([train_op, step_after_train])
+    loss, step = self._run(sess, [train_op, step_after_train])
     self.local_steps += 1
     self._steps_since_log += 1
     self.last_loss, self.last_global_step = float(loss), int(step)
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
       self._log(step, loss, train_step_kwargs.get('summary_writer'))
     return loss, self._done(step)
+
+  def _run(self, sess, fetches):
+    """-> (loss, step), fetching the extras too; the first step traced if asked."""
+    if self._extras:
+      fetches = fetches + [self._extras]
+    if self._on_first_step is None:
+      values = sess.run(fetches)
+    else:
+      metadata = tf.RunMetadata()
+      values = sess.run(fetches, options=tf.RunOptions(
+          trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
+      callback, self._on_first_step = self._on_first_step, None
+      callback(metadata)
+    if self._extras:
+      self._last_extras = values[2]
+    return values[0], values[1]
 
   def _log(self, step, loss, summary_writer=None):
     now = time.time()

@@ -9,11 +9,12 @@ checkpoints and summaries.
 """
 
 import collections
+import functools
 import os
 
 from absl import logging
 
-from deployment import cluster, model_deploy, sync_replicas
+from deployment import cluster, model_deploy, placement, sync_replicas
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -183,6 +184,17 @@ def _log_startup(config, setup):
     logging.info('Resuming from %s', setup.resume_checkpoint)
 
 
+def _log_placement(setup, run_metadata):
+  """Where the clones really ran in the first (traced) step, not where the flags asked."""
+  placements = placement.clone_placement(run_metadata, setup.deploy_config)
+  for line in placement.describe_placement(placements):
+    logging.info('Placement: %s', line)
+  for device, clones in placement.shared_devices(placements).items():
+    logging.warning('Clones %s all ran on %s: they share one device instead of one each '
+                    '(python -m training.doctor says more)',
+                    ', '.join(str(c) for c in clones), placement.short_device(device))
+
+
 def _loop_timeouts(config):
   return LoopTimeouts(recovery_wait_secs=config.recovery_wait_secs,
                       startup_timeout_secs=config.startup_timeout_secs,
@@ -206,7 +218,8 @@ def train(config, stop_event=None):
                            number_of_steps=config.max_number_of_steps,
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
-                           input_wait=graph.input_wait)
+                           input_wait=graph.input_wait,
+                           on_first_step=functools.partial(_log_placement, setup))
     session_config = make_session_config(
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,

@@ -71,6 +71,12 @@ def test_a_run_shows_every_clone_the_input_and_what_it_sees(digits_dir, tmp_path
   assert lines
   for step, value in scalars['examples_per_sec']:
     assert value == pytest.approx(lines[step], abs=0.051)
+  # The start-up log says where the clones really ran (a traced first step).
+  placements = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith('Placement: ')]
+  assert [p.split(' (')[0] for p in placements] == [
+      'Placement: clone 0: asked /device:CPU:0, ran on /device:CPU:0',
+      'Placement: clone 1: asked /device:CPU:1, ran on /device:CPU:1'], placements
   assert 0.0 <= min(v for _, v in scalars['input/wait_share'])
   assert max(v for _, v in scalars['input/wait_share']) <= 1.0
 
