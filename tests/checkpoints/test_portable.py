@@ -56,4 +56,4 @@ def test_an_old_run_copied_or_moved_resumes_and_evaluates_from_the_copy(
   evaluated = list(run.evaluations(EvalConfig(
       dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
       checkpoint_path=copy)))
-  assert evaluated[0].global_step == 6
+  assert evaluated[0].result.global_step == 6
