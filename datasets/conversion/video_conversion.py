@@ -21,12 +21,11 @@ import dataclasses
 import json
 import os
 import random
-import sys
-import time
 
 from core.errors import DataError
 from datasets import converted_data, dataset_factory, video_records
 from datasets.conversion import shard_writer
+from datasets.conversion.progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.conversion.video_frames import VideoTask, process_video
@@ -173,31 +172,6 @@ def _reason(result):
   return None
 
 
-class _Progress:
-  """Videos done, frames/s and ETA on stderr (tqdm), quiet when disabled."""
-
-  def __init__(self, total, enabled):
-    self._bar = None
-    self._frames = 0
-    self._start = time.monotonic()
-    if enabled and total:
-      from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-      # disable=None: no bar when stderr is not a terminal (logs, CI).
-      self._bar = tqdm(total=total, unit='video', file=sys.stderr, dynamic_ncols=True,
-                       disable=None)
-
-  def update(self, frames):
-    self._frames += frames
-    if self._bar is not None:
-      rate = self._frames / max(1e-9, time.monotonic() - self._start)
-      self._bar.set_postfix_str('%.0f frames/s' % rate, refresh=False)
-      self._bar.update(1)
-
-  def close(self):
-    if self._bar is not None:
-      self._bar.close()
-
-
 def _run_shards(conversion, shards, results):
   """Converts every video of the pending shards; writes each shard once it is complete."""
   tasks, owners = [], []
@@ -210,7 +184,7 @@ def _run_shards(conversion, shards, results):
              for shard in shards}
   for shard in [s for s in shards if not waiting[s.name]]:
     _finish_shard(conversion, shard, results)
-  progress = _Progress(len(tasks), conversion.progress)
+  progress = Progress(len(tasks), conversion.progress)
   try:
     for index, result in run_tasks(process_video, tasks, conversion.num_processes,
                                    conversion.video_timeout):
@@ -219,7 +193,7 @@ def _run_shards(conversion, shards, results):
       results[entry.relative_path] = bad if bad else result
       if bad and conversion.strict:
         raise StrictStop(entry.relative_path, bad)
-      progress.update(0 if bad else len(result['frames']))
+      progress.update(0 if bad else len(result['frames']), skipped=bool(bad))
       for shard in shards:
         pending = waiting[shard.name]
         if entry.relative_path in pending:
