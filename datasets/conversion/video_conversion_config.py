@@ -39,8 +39,8 @@ class VideoConversion:
   num_processes: int = param(2, 'Videos decoded in parallel (decoding processes).')
   video_timeout: float = param(300.0, 'Seconds one video may take before it is skipped.')
   strict: bool = param(False, 'Stop at the first bad video instead of skipping it.')
-  progress: bool = param(True, 'Progress on stderr: a bar on a terminal, else a line every '
-                         '5%% of the videos (a pod'"'"'s log).')
+  progress: bool = param(True, 'Progress on stderr: a bar on a terminal, otherwise a line '
+                         'every 5 percent of the videos (as in a pod\'s log).')
 
   def settings(self):
     """What must match for a rerun to resume in the same output_dir."""
