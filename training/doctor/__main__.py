@@ -10,7 +10,7 @@ devices the clones really ran. Prints a table and a verdict (input-bound, comput
 clone overhead or memory) with the flags to change, and writes doctor.txt, doctor.json
 and doctor.png (examples/sec against clones) into --doctor_dir (<train_dir>/doctor).
 docs/doctor.md explains the verdicts. Run from the repository root.
-Exit status (core/errors.py): 0 a verdict, 2 bad flags, 3 unreadable data, 6 the output
+Exit status (the table in core/errors.py): 0 a verdict, 2 bad flags, 3 unreadable data, 6 the output
 could not be written.
 """
 

@@ -13,10 +13,11 @@ __all__ = ['DoctorSettings', 'check_settings']
 @dataclasses.dataclass(frozen=True)
 class DoctorSettings:
   """What `python -m training.doctor` adds to the training flags."""
-  # Doctor.
+  # Doctor output.
   doctor_dir: Optional[str] = param(
       None, 'Where the doctor writes doctor.txt (the table), doctor.json and doctor.png '
       '(throughput against clones); unset = <train_dir>/doctor.')
+  # Doctor timing.
   doctor_rounds: int = param(
       3, 'Rounds; each times every component in turn, and a component\'s figure is its '
       'median over the rounds.')
