@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu lock demo demo-i3d test test-fast stress bench bench-cluster clean
+.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast stress bench bench-cluster clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -89,16 +89,23 @@ for name in sorted(pins, key=str.lower):
 endef
 export LOCK_HEADER_CPU LOCK_HEADER_GPU LOCK_FROM_REPORT
 
+# The video demo (demo.py): synthetic motion videos, conversion, I3D from scratch with 2
+# clones on 2 logical CPUs, evaluation (>= 0.9), export and a prediction on a held-out
+# video, then a summary with each stage's time and the TensorBoard command.
+demo: setup
+	$(PY) demo.py --output_dir=$(DEMO_DIR)
+
 # Digits demo: convert scikit-learn's 1,797 real handwritten digits, train LeNet on two
 # logical CPU devices (2 clones), then evaluate on the held-out test split.
-demo: setup
-	$(PY) -m datasets.convert_images --dataset_name=digits --output_dir=$(DEMO_DIR)/data
-	rm -rf $(DEMO_DIR)/train $(DEMO_DIR)/eval
+DIGITS_DIR ?= runs/digits
+demo-digits: setup
+	$(PY) -m datasets.convert_images --dataset_name=digits --output_dir=$(DIGITS_DIR)/data
+	rm -rf $(DIGITS_DIR)/train $(DIGITS_DIR)/eval
 	$(PY) train_image_classifier.py --flagfile=configs/digits_lenet_2xcpu.cfg \
-	    --dataset_dir=$(DEMO_DIR)/data --train_dir=$(DEMO_DIR)/train
+	    --dataset_dir=$(DIGITS_DIR)/data --train_dir=$(DIGITS_DIR)/train
 	$(PY) eval.py --dataset_name=digits --dataset_split_name=test --model_name=lenet \
-	    --dataset_dir=$(DEMO_DIR)/data --checkpoint_path=$(DEMO_DIR)/train \
-	    --eval_dir=$(DEMO_DIR)/eval --min_accuracy=0.95
+	    --dataset_dir=$(DIGITS_DIR)/data --checkpoint_path=$(DIGITS_DIR)/train \
+	    --eval_dir=$(DIGITS_DIR)/eval --min_accuracy=0.95
 
 # I3D (depth 0.25) from scratch on synthetic videos whose classes differ only in motion
 # direction: 2 clones on 2 logical CPUs, 16x112x112 clips, about 15 minutes; eval >= 0.9.

@@ -10,7 +10,7 @@ import pytest
 from tests.project_sources import ROOT, project_modules, read
 
 PACKAGES = ('core', 'checkpoints', 'nets', 'deployment', 'datasets', 'resolve', 'training',
-            'evaluation', 'serving')
+            'evaluation', 'serving', 'demos')
 # package -> the project packages it must not import.
 FORBIDDEN = {
     'core': set(PACKAGES) - {'core'},
@@ -22,6 +22,8 @@ FORBIDDEN = {
     'resolve': {'training', 'evaluation', 'serving'},
     'evaluation': {'training', 'serving'},
     'serving': {'training'},
+    # The demos drive the entry scripts as a user does, through their command lines.
+    'demos': set(PACKAGES) - {'core', 'demos'},
 }
 
 

@@ -42,8 +42,9 @@ class ProgressStep:
       learning_rate: optional tensor, shown in the lines.
       input_wait: optional tensor, the seconds this worker's steps waited for input so
         far (training.summaries.InputWait.total); its growth over wall time is the share.
-      on_first_step: optional fn(tf.RunMetadata): the first step is traced (FULL_TRACE)
-        and its metadata handed over, e.g. to log where the clones really ran.
+      on_first_step: optional fn(tf.RunMetadata, summary writer or None): the first step
+        is traced (FULL_TRACE) and its metadata handed over, e.g. to log where the clones
+        really ran, with the chief's summary writer.
     """
     self._on_first_step = on_first_step
     self._extras = {name: tensor for name, tensor in
@@ -82,7 +83,8 @@ class ProgressStep:
       self._start_time = self._last_time = time.time()
       if self._done(self.last_global_step):
         return self.last_loss, True
-    loss, step = self._run(sess, [train_op, step_after_train])
+    loss, step = self._run(sess, [train_op, step_after_train],
+                           train_step_kwargs.get('summary_writer'))
     self.local_steps += 1
     self._steps_since_log += 1
     self.last_loss, self.last_global_step = float(loss), int(step)
@@ -90,7 +92,7 @@ class ProgressStep:
       self._log(step, loss, train_step_kwargs.get('summary_writer'))
     return loss, self._done(step)
 
-  def _run(self, sess, fetches):
+  def _run(self, sess, fetches, summary_writer=None):
     """-> (loss, step), fetching the extras too; the first step traced if asked."""
     if self._extras:
       fetches = fetches + [self._extras]
@@ -101,7 +103,7 @@ class ProgressStep:
       values = sess.run(fetches, options=tf.RunOptions(
           trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
       callback, self._on_first_step = self._on_first_step, None
-      callback(metadata)
+      callback(metadata, summary_writer)
     if self._extras:
       self._last_extras = values[2]
     return values[0], values[1]

@@ -7,7 +7,9 @@ At the start:
                   (they belong to the cluster, not to the recipe);
                   `python train_image_classifier.py --flagfile=flags.cfg --train_dir=DIR`
   TensorBoard     text summaries `run/flags` (the same flags) and `run/topology` (job,
-                  clones, devices, batch per clone, worker and global, ps tasks);
+                  clones, devices, batch per clone, worker and global, ps tasks), written
+                  with the first step through the run's own summary writer (one events
+                  file per run, the chief's);
   an old end marker is removed.
 At the end: the end marker (`checkpoints.end_marker`), after the last checkpoint.
 """
@@ -22,7 +24,7 @@ from checkpoints import end_marker, paths
 from training.config import TrainConfig
 from tf_compat import tf
 
-__all__ = ['FLAGFILE', 'flag_lines', 'start_run', 'end_run']
+__all__ = ['FLAGFILE', 'flag_lines', 'start_run', 'write_run_summaries', 'end_run']
 
 FLAGFILE = 'flags.cfg'
 # Where the run was, not what it was: left out of the replayable flagfile.
@@ -62,6 +64,15 @@ def _topology(config, setup):
   return '\n'.join(['| what | value |', '|---|---|'] + ['| %s | %s |' % row for row in rows])
 
 
+def write_run_summaries(config, setup, writer):
+  """The flags and the topology as TensorBoard text, with `writer` (None: nothing)."""
+  if writer is None:
+    return
+  writer.add_summary(summary_v1.text_pb('run/flags', '\n\n'.join(
+      '`%s`' % line for line in flag_lines(config))))
+  writer.add_summary(summary_v1.text_pb('run/topology', _topology(config, setup)))
+
+
 def start_run(config, setup):
   """The chief's records at the start (see the module doc); others do nothing."""
   if not config.is_chief:
@@ -77,14 +88,6 @@ def start_run(config, setup):
           % (FLAGFILE, '\n'.join(lines)))
   with tf.io.gfile.GFile(os.path.join(config.train_dir, FLAGFILE), 'w') as handle:
     handle.write(text)
-  # A writer of its own, without a graph: the Supervisor's writer records the graph.
-  writer = tf.summary.FileWriter(config.train_dir)
-  try:
-    writer.add_summary(summary_v1.text_pb('run/flags', '\n\n'.join(
-        '`%s`' % line for line in lines)))
-    writer.add_summary(summary_v1.text_pb('run/topology', _topology(config, setup)))
-  finally:
-    writer.close()
 
 
 def end_run(config, finished, global_step, checkpoint):

@@ -184,8 +184,10 @@ def _log_startup(config, setup):
     logging.info('Resuming from %s', setup.resume_checkpoint)
 
 
-def _log_placement(setup, run_metadata):
-  """Where the clones really ran in the first (traced) step, not where the flags asked."""
+def _first_step(config, setup, run_metadata, summary_writer):
+  """After the first (traced) step: where the clones really ran, not where the flags
+  asked; the run's flags and topology in TensorBoard (the chief's writer)."""
+  run_record.write_run_summaries(config, setup, summary_writer)
   placements = placement.clone_placement(run_metadata, setup.deploy_config)
   for line in placement.describe_placement(placements):
     logging.info('Placement: %s', line)
@@ -219,7 +221,7 @@ def train(config, stop_event=None):
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
                            input_wait=graph.input_wait,
-                           on_first_step=functools.partial(_log_placement, setup))
+                           on_first_step=functools.partial(_first_step, config, setup))
     session_config = make_session_config(
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,

@@ -97,6 +97,7 @@ class _StarvedInput(input_factory.ImageInput):
   """The image input with a 0.2 s sleep per batch: the model has to wait for it."""
 
   def dataset(self, split, settings):
+    @tf.autograph.experimental.do_not_convert
     def slow(images, labels):
       slept = tf.numpy_function(lambda x: (time.sleep(0.2), x)[1], [images], tf.float32,
                                 stateful=True)

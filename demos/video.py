@@ -1,0 +1,145 @@
+"""The video demo behind `python demo.py` (`make demo`); see demo.py for what it shows.
+
+    status = run_demo(DemoConfig(output_dir='runs/demo'))
+
+Each stage is the real command line, run as a subprocess with its output in
+<output_dir>/logs/<stage>.log, so the demo shows exactly what a user types. The recipe is
+configs/demo_synthetic_i3d_rgb_2xcpu_8f64.cfg (its header says what to expect).
+"""
+
+import dataclasses
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from core import errors
+from core.params import param
+
+__all__ = ['DemoConfig', 'run_demo', 'RECIPE']
+
+RECIPE = 'configs/demo_synthetic_i3d_rgb_2xcpu_8f64.cfg'
+_SIZE, _FRAMES, _DEPTH = 64, 8, 0.25   # the recipe's crop, clip and width
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+  """demo.py's flags."""
+  # Demo.
+  output_dir: str = param('runs/demo', 'Where videos, records, the run, the evaluation, '
+                          'the model and the logs go (replaced if it exists).')
+  min_accuracy: float = param(0.9, 'Test accuracy the demo must reach.')
+  # Data.
+  videos_per_class: int = param(48, 'Synthetic videos per motion direction.')
+  python: Optional[str] = param(None, 'Interpreter for the stages (default: this one).')
+
+
+def _stages(config):
+  """[(name, argv)]: the demo's commands, in order."""
+  out = config.output_dir
+  sampling = ['--depth_multiplier=%g' % _DEPTH, '--clip_frames=%d' % _FRAMES,
+              '--eval_image_size=%d' % _SIZE, '--eval_clips=1']
+  return [
+      ('videos', ['-m', 'datasets.make_synthetic_videos', '--output_dir=%s/videos' % out,
+                  '--num_classes=4', '--videos_per_class=%d' % config.videos_per_class,
+                  '--sizes=72x96,80x104', '--min_frames=8', '--max_frames=32']),
+      ('convert', ['-m', 'datasets.convert_videos', '--dataset_name=video_folder',
+                   '--video_dir=%s/videos/videos' % out,
+                   '--splits_dir=%s/videos/splits' % out, '--output_dir=%s/data' % out,
+                   '--short_side=72', '--num_shards=4', '--num_processes=2']),
+      ('train', ['train_image_classifier.py', '--flagfile=%s' % RECIPE,
+                 '--dataset_dir=%s/data' % out, '--train_dir=%s/train' % out]),
+      ('eval', ['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s/data' % out,
+                '--dataset_split_name=test', '--model_name=i3d',
+                '--checkpoint_path=%s/train' % out, '--eval_dir=%s/eval' % out,
+                '--min_accuracy=%g' % config.min_accuracy] + sampling),
+      ('export', ['export.py', '--checkpoint_path=%s/train' % out, '--model_name=i3d',
+                  '--dataset_dir=%s/data' % out, '--export_dir=%s/model' % out] + sampling),
+      ('predict', ['predict.py', '--model_dir=%s/model' % out, '--json',
+                   '--video=%s' % _held_out_video(out)]),
+  ]
+
+
+def _held_out_video(out):
+  """The first video of the test list (written by the videos stage), or a placeholder
+  before it exists (the predict stage's command is built up front)."""
+  path = os.path.join(out, 'videos', 'splits', 'testlist01.txt')
+  if not os.path.exists(path):
+    return os.path.join(out, 'videos', 'videos', '<first test video>')
+  with open(path) as handle:
+    first = handle.readline().split()[0]
+  return os.path.join(out, 'videos', 'videos', first)
+
+
+def _run(name, argv, python, log_dir):
+  """Runs one stage; -> (exit status, seconds, stdout)."""
+  command = [python] + argv
+  print('[demo] %s: %s' % (name, ' '.join(command)), flush=True)
+  start = time.monotonic()
+  with open(os.path.join(log_dir, name + '.log'), 'w') as log:
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                            check=False)
+    log.write(result.stdout)
+  seconds = time.monotonic() - start
+  print('[demo] %s: exit %d after %.0f s' % (name, result.returncode, seconds), flush=True)
+  return result.returncode, seconds, result.stdout
+
+
+def run_demo(config):
+  """Runs every stage; prints the summary; returns the exit status (see demo.py)."""
+  errors.require(config.output_dir, '--output_dir is required')
+  errors.require(0 <= config.min_accuracy <= 1, '--min_accuracy=%r must be in [0, 1]'
+                 % config.min_accuracy)
+  errors.require(config.videos_per_class >= 8, '--videos_per_class=%d must be >= 8'
+                 % config.videos_per_class)
+  shutil.rmtree(config.output_dir, ignore_errors=True)
+  log_dir = os.path.join(config.output_dir, 'logs')
+  os.makedirs(log_dir)
+  python = config.python or sys.executable
+  times, outputs = {}, {}
+  for index in range(len(_stages(config))):
+    name, argv = _stages(config)[index]  # rebuilt: predict names a video made earlier
+    status, times[name], outputs[name] = _run(name, argv, python, log_dir)
+    if status != 0:
+      print('[demo] %s failed (exit %d); its log: %s' % (
+          name, status, os.path.join(log_dir, name + '.log')), flush=True)
+      _print_summary(config, times, outputs)
+      return status
+  _print_summary(config, times, outputs)
+  return errors.OK
+
+
+def _accuracy(config):
+  reports = sorted(glob.glob(os.path.join(config.output_dir, 'eval', 'report-*.json')))
+  if not reports:
+    return None
+  with open(reports[-1]) as handle:
+    report = json.load(handle)
+  metrics = report['streams'][report['primary']]['metrics']
+  return metrics['top1'], metrics['num_videos']
+
+
+def _print_summary(config, times, outputs):
+  out = os.path.abspath(config.output_dir)
+  lines = ['', '== demo summary ==']
+  accuracy = _accuracy(config)
+  if accuracy:
+    lines.append('test accuracy: %.4f on %d held-out videos (target %.2f)'
+                 % (accuracy[0], accuracy[1], config.min_accuracy))
+  if outputs.get('predict'):
+    prediction = json.loads(outputs['predict'])
+    top = prediction['predictions'][0]
+    video = prediction['video']
+    true_class = os.path.basename(os.path.dirname(video))
+    lines.append('prediction on held-out %s: %s (%.1f%%), true class %s' % (
+        os.path.basename(video), top['label'], 100 * top['probability'], true_class))
+  lines.append('time per stage: %s; total %.0f s' % (
+      ', '.join('%s %.0f s' % item for item in times.items()), sum(times.values())))
+  lines.append('TensorBoard logs: %s/train (training) and %s/eval (evaluation)' % (out, out))
+  lines.append('open them with: tensorboard --logdir=%s' % out)
+  lines.append('logs of every stage: %s/logs' % out)
+  print('\n'.join(lines), flush=True)
