@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from core import flag_help
+from demos.video import DemoConfig
 from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
@@ -26,6 +27,7 @@ ENTRIES = [
     (['eval.py'], EvalConfig),
     (['export.py'], ExportConfig),
     (['predict.py'], PredictConfig),
+    (['demo.py'], DemoConfig),
     (['-m', 'datasets.convert_images'], ImageConversion),
     (['-m', 'datasets.convert_videos'], VideoConversion),
     (['-m', 'datasets.make_synthetic_videos'], SyntheticVideosConfig),
