@@ -29,6 +29,9 @@ from tf_compat import tf, slim
 from nets import i3d
 from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError, param
+from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+                                     gpu_memory_fraction_param)
+from deployment.session_config import session_config_for
 
 __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',
            'inflate_checkpoint', 'summary_line']
@@ -53,8 +56,12 @@ class InflateConfig:
                            'other count leaves them initialised, 0 builds none.')
   depth_multiplier: float = param(1.0, 'I3D width multiplier; must match the widths '
                                   'of the 2-D checkpoint.')
+  # GPU memory.
+  gpu_allow_growth: bool = gpu_allow_growth_param()
+  gpu_memory_fraction: float = gpu_memory_fraction_param()
 
   def __post_init__(self):
+    check_gpu_options(self)
     for flag in ('checkpoint_2d', 'output'):
       if not getattr(self, flag):
         raise ConfigError(f'--{flag} is required')
@@ -224,7 +231,7 @@ def inflate_checkpoint(config):
     tf.set_random_seed(0)
     variables = _build_i3d(config)
     values = _values_for(variables, shapes, reader, config)
-    with tf.Session() as session:
+    with tf.Session(config=session_config_for(config)) as session:
       session.run(tf.global_variables_initializer())
       _assign(session, values)
       _save_atomically(session, config.output)

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from core.params import param
+from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +33,8 @@ class TrainConfig:
   save_summaries_secs: int = param(600, 'How often (seconds) summaries are saved.')
   save_interval_secs: int = param(600, 'How often (seconds) the model is saved.')
   task: int = param(0, 'Task id of the replica running the training.')
-  gpu_allow_growth: bool = param(True, 'Allocate GPU memory as needed, not all at start.')
-  gpu_memory_fraction: float = param(0.0, 'Cap per GPU memory fraction (0 = no cap).')
+  gpu_allow_growth: bool = gpu_allow_growth_param()
+  gpu_memory_fraction: float = gpu_memory_fraction_param()
   # Optimizer.
   weight_decay: Optional[float] = param(
       None, 'Weight decay on the model weights; unset = the network\'s own default.')

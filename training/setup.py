@@ -12,6 +12,7 @@ from core.errors import require
 from core.params import ConfigError
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy
+from deployment.gpu_options import check_gpu_options
 from nets import nets_factory
 from resolve import names
 from tf_compat import tf
@@ -82,8 +83,7 @@ def _check_optimizer(config):
              'in (0, 1), e.g. 0.9999' % config.moving_average_decay)
   require(config.clip_gradient_norm >= 0, '--clip_gradient_norm=%r must be >= 0 (0 = off)'
            % config.clip_gradient_norm)
-  require(0.0 <= config.gpu_memory_fraction <= 1.0, '--gpu_memory_fraction=%r must be '
-           'in [0, 1] (0 = no cap)' % config.gpu_memory_fraction)
+  check_gpu_options(config)
 
 
 def _check_optimizer_specifics(config):
