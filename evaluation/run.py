@@ -23,14 +23,14 @@ from tf_compat import tf
 from core import errors
 from core.params import ConfigError
 
-__all__ = ['VideoRun', 'ImageRun', 'evaluations', 'evaluate_checkpoint', 'summary',
+__all__ = ['Run', 'VideoRun', 'ImageRun', 'evaluations', 'evaluate_checkpoint', 'summary',
            'exit_status']
 
 
 @dataclasses.dataclass(frozen=True)
-class VideoRun:
-  """A video evaluation: the VideoEvalResult, the setup it ran with, its report and its
-  confusion matrix PNGs (None and () without --eval_dir)."""
+class Run:
+  """One evaluation: its result (image_eval.EvalResult or VideoEvalResult), the setup it
+  ran with, its report and its confusion matrix PNGs (None and () without --eval_dir)."""
   result: object
   setup: object
   report_path: object
@@ -41,17 +41,12 @@ class VideoRun:
     return self.result.accuracy
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageRun:
-  """An image evaluation: the image_eval.EvalResult, and as VideoRun."""
-  result: object
-  setup: object
-  report_path: object
-  confusion_paths: tuple = ()
+class VideoRun(Run):
+  """A video evaluation (summary prints its table)."""
 
-  @property
-  def accuracy(self):
-    return self.result.accuracy
+
+class ImageRun(Run):
+  """An image evaluation (summary prints slim's line)."""
 
 
 def _evaluate_images(config, setup, checkpoints):
