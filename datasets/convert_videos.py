@@ -18,18 +18,28 @@ audio-only file, a listed video that is missing, or a list line naming a class t
 classInd lacks is skipped, listed in the manifest and in one summary line. The work is
 in datasets/conversion/video_conversion.py.
 
-Exit status (the table in core/errors.py): 0 every listed video converted; 4 conversion
+Across machines: N tasks (pods, hosts) sharing one --output_dir each run the same
+command with --num_conversion_tasks=N and --conversion_task_index=k (or, in a Kubernetes
+Indexed Job, nothing: $JOB_COMPLETION_INDEX is the index; configs/k8s/ has the manifest).
+Task k converts shards k, k + N, ... of the same plan, so the records are those one task
+writes; the last task to finish writes manifest.json and dataset_info.json.
+
+Exit status (the table in core/errors.py): 0 every listed video converted (or, with
+several tasks, this task's shards written); 4 conversion
 complete but some videos skipped (see manifest.json); 3 stopped by --strict at the first
 bad video (finished shards kept, no dataset_info.json); 2 bad flags; 6 the output could
 not be written.
 """
+
+import os
 
 from absl import app
 
 from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.conversion.video_conversion_config import (VideoConversion,
+                                                         with_task_from_environment)
 
 define_flags(VideoConversion)
 
@@ -42,7 +52,7 @@ def main(argv):
   # 5.3 s per process (tests/datasets/test_convert_videos.py checks they do without).
   from datasets.conversion import video_conversion  # pylint: disable=import-outside-toplevel
   try:
-    config = config_from_flags(VideoConversion)
+    config = with_task_from_environment(config_from_flags(VideoConversion), os.environ)
     manifest = video_conversion.convert_videos(config)
   except EXPECTED as error:
     return report(error)
@@ -50,7 +60,7 @@ def main(argv):
     print_error('conversion into %s failed: %s' % (config.output_dir, error))
     return IO
   print(video_conversion.summary_line(manifest, config.output_dir))
-  return INCOMPLETE if manifest['skipped'] else OK
+  return INCOMPLETE if manifest.get('skipped') else OK
 
 
 if __name__ == '__main__':

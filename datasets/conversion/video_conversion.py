@@ -65,6 +65,25 @@ def _check(conversion):
   require(1 <= conversion.jpeg_quality <= 100, '--jpeg_quality=%d must be in 1..100'
           % conversion.jpeg_quality)
   require(conversion.video_timeout > 0, '--video_timeout must be > 0 seconds')
+  require(conversion.num_conversion_tasks >= 1, '--num_conversion_tasks=%d must be >= 1'
+          % conversion.num_conversion_tasks)
+  require(0 <= _task_index(conversion) < conversion.num_conversion_tasks,
+          '--conversion_task_index=%s must be in 0..%d (--num_conversion_tasks=%d; or set '
+          '$JOB_COMPLETION_INDEX)' % (conversion.conversion_task_index,
+                                     conversion.num_conversion_tasks - 1,
+                                     conversion.num_conversion_tasks))
+
+
+def _task_index(conversion):
+  index = conversion.conversion_task_index
+  return 0 if index is None else index
+
+
+def _mine(plans, conversion):
+  """The shards this task converts: every num_conversion_tasks-th of all splits' shards,
+  in plan order (sorted splits, then shard index), from its index."""
+  ordered = [shard for _, shards in sorted(plans.items()) for shard in shards]
+  return ordered[_task_index(conversion)::conversion.num_conversion_tasks]
 
 
 def _check_settings(conversion):
@@ -234,18 +253,23 @@ def convert_videos(conversion):
   plans = _split_plans(conversion, lists)
   results = {}
   pending = []
-  for shards in plans.values():
-    for shard in shards:
-      if _shard_done(conversion, shard):
-        continue
-      for entry in shard.entries:
-        reason = _missing(entry, conversion)
-        if reason:
-          if conversion.strict:
-            raise StrictStop(entry.relative_path, reason)
-          results[entry.relative_path] = reason
-      pending.append(shard)
+  for shard in _mine(plans, conversion):
+    if _shard_done(conversion, shard):
+      continue
+    for entry in shard.entries:
+      reason = _missing(entry, conversion)
+      if reason:
+        if conversion.strict:
+          raise StrictStop(entry.relative_path, reason)
+        results[entry.relative_path] = reason
+    pending.append(shard)
   _run_shards(conversion, pending, results)
+  others = [shard.name for shards in plans.values() for shard in shards
+            if not _shard_done(conversion, shard)]
+  if others:  # Other tasks' shards: the last task to finish writes the final files.
+    return {'pending_shards': others, 'task': _task_index(conversion),
+            'num_tasks': conversion.num_conversion_tasks,
+            'shards_done': len(_mine(plans, conversion))}
   return _write_final_files(conversion, lists, plans)
 
 
@@ -275,6 +299,11 @@ def _write_final_files(conversion, lists, plans):
 
 
 def summary_line(manifest, output_dir):
+  if 'pending_shards' in manifest:
+    return ('conversion task %d of %d: its %d shards are in %s; %d shards of other tasks '
+            'remain (the last task to finish writes manifest.json and dataset_info.json)'
+            % (manifest['task'], manifest['num_tasks'], manifest['shards_done'], output_dir,
+               len(manifest['pending_shards'])))
   counts = ', '.join('%s %d' % (s, n) for s, n in sorted(manifest['videos'].items()))
   line = 'converted %s videos (%d frames) into %s' % (
       counts, sum(manifest['frames'].values()), output_dir)

@@ -10,7 +10,9 @@ from typing import Optional
 
 from core.params import param
 
-__all__ = ['VideoConversion']
+__all__ = ['VideoConversion', 'with_task_from_environment', 'TASK_INDEX_VARIABLE']
+
+TASK_INDEX_VARIABLE = 'JOB_COMPLETION_INDEX'  # set by a Kubernetes Indexed Job
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,13 @@ class VideoConversion:
   strict: bool = param(False, 'Stop at the first bad video instead of skipping it.')
   progress: bool = param(True, 'Progress on stderr: a bar on a terminal, otherwise a line '
                          'every 5 percent of the videos (as in a pod\'s log).')
+  # Several machines.
+  num_conversion_tasks: int = param(
+      1, 'Tasks converting into one shared --output_dir (machines, pods); task k converts '
+      'shards k, k + n, ...; the last to finish writes the manifest and dataset_info.json.')
+  conversion_task_index: Optional[int] = param(
+      None, 'This task, 0 to --num_conversion_tasks - 1; unset: $JOB_COMPLETION_INDEX (a '
+      'Kubernetes Indexed Job), else 0.')
 
   def settings(self):
     """What must match for a rerun to resume in the same output_dir."""
@@ -48,3 +57,13 @@ class VideoConversion:
             'jpeg_quality', 'seed', 'test_fraction')
     return {name: getattr(self, name) for name in keep} | {
         'source': 'frames' if self.frames_dir else 'videos'}
+
+
+def with_task_from_environment(conversion, environ):
+  """`conversion` with conversion_task_index from $JOB_COMPLETION_INDEX when unset (the
+  entry's main passes os.environ; a value that is not an integer is kept for the check)."""
+  if conversion.conversion_task_index is not None or TASK_INDEX_VARIABLE not in environ:
+    return conversion
+  value = environ[TASK_INDEX_VARIABLE]
+  return dataclasses.replace(
+      conversion, conversion_task_index=int(value) if value.strip().isdigit() else -1)
