@@ -44,7 +44,7 @@ Measurements, each in clips/s of 64 x 224 x 224 x 3 clips:
                   own per-clip code (PIL crop and mirror per frame, float64 scaling) in the
                   same tf.data setting.
 Converter, in videos/s and frames/s over every listed video (train and test):
-  converter       `convert_videos(short_side=256, num_workers=cores, modality='rgb')`
+  converter       `convert_videos(short_side=256, num_processes=cores, modality='rgb')`
                   into a fresh directory: decode, resize, JPEG-encode, write records.
   ffmpeg          `ffmpeg -threads 1 -i V -filter_threads 1 -vf scale=W:H:flags=bilinear
                   -threads 1 -q:v 2 out/frame%06d.jpg`, one process per core, W x H the
@@ -151,9 +151,9 @@ def _conversion_measures(settings, has_ffmpeg):
   if not settings.converter:
     return {}
   measures = {'converter': functools.partial(converter.convert, short_side=settings.short_side,
-                                             num_workers=settings.num_workers)}
+                                             num_processes=settings.num_processes)}
   if has_ffmpeg:
-    measures['ffmpeg'] = functools.partial(converter.ffmpeg, num_workers=settings.num_workers)
+    measures['ffmpeg'] = functools.partial(converter.ffmpeg, num_processes=settings.num_processes)
   return measures
 
 

@@ -4,7 +4,7 @@ measures and why.
 
 Every measure takes the benchmark's `InputPipelineSettings` (built once in `main()`) and
 reads batch_size, clip_frames, crop_size, batches, warmup_batches, num_parallel_calls,
-num_workers and decode_seconds from it. The decode-bound processes are spawned and import
+num_processes and decode_seconds from it. The decode-bound processes are spawned and import
 this module: it imports TensorFlow only inside functions.
 """
 
@@ -181,12 +181,12 @@ def _decode_worker(paths, offset, seconds, commands, results, barrier):
 
 
 class DecodeBound:
-  """settings.num_workers spawned processes, each decoding all the frames on one core."""
+  """settings.num_processes spawned processes, each decoding all the frames on one core."""
 
   def __init__(self, paths, settings):
     import multiprocessing  # pylint: disable=import-outside-toplevel
     context = multiprocessing.get_context('spawn')
-    workers = settings.num_workers
+    workers = settings.num_processes
     self._results = context.Queue()
     self._barrier = context.Barrier(workers)
     self._commands = [context.Queue() for _ in range(workers)]

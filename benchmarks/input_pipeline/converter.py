@@ -1,6 +1,6 @@
 """Converter against ffmpeg, in videos/s and frames/s over every listed video.
 
-`convert`: `convert_videos(short_side, num_workers, modality='rgb')` into a fresh
+`convert`: `convert_videos(short_side, num_processes, modality='rgb')` into a fresh
 directory (decode, resize, JPEG-encode, write records). `ffmpeg`: one `ffmpeg -threads 1`
 process per worker writing each video's frames as JPEGs at the converter's frame size.
 """
@@ -13,7 +13,7 @@ from concurrent import futures
 from benchmarks.input_pipeline import baselines
 
 
-def convert(data, output_dir, *, short_side, num_workers):
+def convert(data, output_dir, *, short_side, num_processes):
   """Converts every listed video of data['video_dir'] into `output_dir`.
 
   Returns {'seconds', 'videos', 'frames'}; RuntimeError if the converter skipped a video.
@@ -24,7 +24,7 @@ def convert(data, output_dir, *, short_side, num_workers):
   manifest = convert_videos(VideoConversion(
       dataset_name='video_folder', video_dir=data['video_dir'],
       splits_dir=data['splits_dir'], output_dir=output_dir, short_side=short_side,
-      num_processes=num_workers, modality='rgb', progress=False))
+      num_processes=num_processes, modality='rgb', progress=False))
   seconds = time.perf_counter() - start
   if manifest['skipped']:
     raise RuntimeError('the converter skipped videos: %s' % manifest['skipped'])
@@ -39,8 +39,8 @@ def ffmpeg_command(source, height, width, output_dir):
           '-threads', '1', '-q:v', '2', os.path.join(output_dir, baselines.FRAME_FILE)]
 
 
-def ffmpeg(data, output_dir, *, num_workers):
-  """Every listed video to a JPEG folder at the converter's size; num_workers at once.
+def ffmpeg(data, output_dir, *, num_processes):
+  """Every listed video to a JPEG folder at the converter's size; num_processes at once.
 
   Returns {'seconds', 'videos', 'frames'}.
   """
@@ -53,7 +53,7 @@ def ffmpeg(data, output_dir, *, num_workers):
     return len(os.listdir(folder))
 
   start = time.perf_counter()
-  with futures.ThreadPoolExecutor(num_workers) as pool:
+  with futures.ThreadPoolExecutor(num_processes) as pool:
     frames = sum(pool.map(extract, sorted(data['sizes'].items())))
   return {'seconds': time.perf_counter() - start, 'videos': len(data['sizes']),
           'frames': frames}

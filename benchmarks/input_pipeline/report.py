@@ -45,7 +45,7 @@ def _clip_extras(settings, samples, small_call_speed):
                                                'and a sum of the batch, counted'},
       'clip_pipeline_float': {'output': 'float32 [-1, 1] from the pipeline '
                                         '(deferred=False)'},
-      'decode_bound': {'processes': settings.num_workers,
+      'decode_bound': {'processes': settings.num_processes,
                        'frames_per_call': baselines.FRAMES_PER_CALL,
                        'frames_per_sec': round(statistics.median(samples['decode_bound'])
                                                * settings.clip_frames, 1),

@@ -29,8 +29,8 @@ class InputPipelineSettings:
   num_readers: int = param(4, 'build_clip_dataset num_readers.')
   num_parallel_calls: int = param(_CORES, 'Parallel clips in the record pipeline and in the '
                                   'tf.data frame-folder loader (default: cores).')
-  num_workers: int = param(_CORES, 'Decode-bound processes, converter workers and parallel '
-                           'ffmpeg processes (default: cores).')
+  num_processes: int = param(_CORES, 'Decode-bound processes, converter decoding processes '
+                             'and parallel ffmpeg processes (default: cores).')
   decode_seconds: float = param(3.0, 'Seconds each decode-bound process decodes.')
   # Synthetic videos.
   num_classes: int = param(4, 'Synthetic classes.')

@@ -29,7 +29,7 @@ def prepare(settings, work_dir):
           'records_dir': os.path.join(work_dir, 'records'),
           'folder_dir': os.path.join(work_dir, 'jpegs_256')}
   warmup = converter.convert(data, data['records_dir'], short_side=settings.short_side,
-                             num_workers=settings.num_workers)  # Also the converter's warm-up.
+                             num_processes=settings.num_processes)  # Also the converter's warm-up.
   print('# converted them in %.1f s (warm-up, not counted)' % warmup['seconds'], flush=True)
   data['videos'], data['frames'] = warmup['videos'], warmup['frames']
   data.update(write_frame_folders(data['records_dir'], data['folder_dir']))
