@@ -52,14 +52,30 @@ def _remove_temporary_files(train_dir):
   return removed
 
 
+def _chain(error):
+  """`error` and the exceptions it was raised while handling, newest first."""
+  while error is not None:
+    yield error
+    error = error.__context__
+
+
+def _write_reason(error):
+  """(message, reason) of a write failure, reason None for any other error."""
+  if not isinstance(error, WRITE_ERRORS):
+    return '', None
+  text = str(error) if not isinstance(error, OSError) else '%s: %s' % (
+      error.filename, error.strerror)
+  return text, next((r for r in _REASONS if r in text), None)
+
+
 def describe_write_failure(error, train_dir):
   """One line for a write failure in train_dir (temporary files removed first), or None
   when `error` is not one (an out-of-memory ResourceExhaustedError, say)."""
-  text = str(error) if not isinstance(error, OSError) else '%s: %s' % (
-      error.filename, error.strerror)
-  reason = next((r for r in _REASONS if r in text), None)
-  if reason is None:
+  failures = [(text, reason) for text, reason in map(_write_reason, _chain(error)) if reason]
+  if not failures:
     return None
+  # The first failure: closing the summary writer on the way out fails too, later.
+  text, reason = failures[-1]
   removed = _remove_temporary_files(train_dir)
   last = paths.latest_checkpoint(train_dir)
   return ('could not write %s (%s); %s%s; %s and run the same command again to %s' % (
