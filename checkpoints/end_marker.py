@@ -17,8 +17,7 @@ import dataclasses
 import datetime
 import json
 import os
-import uuid
-
+from core.files import write_text_atomically
 from tf_compat import tf
 
 __all__ = ['END_MARKER_FILE', 'FINISHED', 'STOPPED', 'EndMarker', 'write_end_marker',
@@ -44,14 +43,7 @@ def write_end_marker(train_dir, status, global_step, checkpoint=None):
             'time': datetime.datetime.now(datetime.timezone.utc).strftime(
                 '%Y-%m-%dT%H:%M:%SZ')}
   path = os.path.join(train_dir, END_MARKER_FILE)
-  temporary = os.path.join(train_dir, '.%s.tmp-%s' % (END_MARKER_FILE, uuid.uuid4().hex[:12]))
-  try:
-    with tf.io.gfile.GFile(temporary, 'w') as handle:
-      handle.write(json.dumps(record) + '\n')
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+  write_text_atomically(path, json.dumps(record) + '\n')
   return path
 
 

@@ -11,9 +11,9 @@ finished.
 import dataclasses
 import json
 import os
-import uuid
 from typing import Dict, Tuple
 
+from core.files import write_text_atomically  # also converted_data.write_text_atomically
 from datasets.conversion import shard_writer
 from datasets.dataset_split import DatasetError, DatasetSplit
 from tf_compat import tf
@@ -48,20 +48,6 @@ def convert_command(dataset_name, output_dir, extra_flags=(), module='datasets.c
   """The command line that creates `output_dir` for `dataset_name` (for error messages)."""
   return ' '.join(['python -m %s' % module, '--dataset_name=%s' % dataset_name]
                   + list(extra_flags) + ['--output_dir=%s' % output_dir])
-
-
-def write_text_atomically(path, text):
-  """Writes `text` to a temporary name beside `path`, then renames it over `path`."""
-  temporary = os.path.join(os.path.dirname(path) or '.', '.%s.tmp-%s'
-                           % (os.path.basename(path), uuid.uuid4().hex[:12]))
-  try:
-    with tf.io.gfile.GFile(temporary, 'w') as handle:
-      handle.write(text)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
-    raise
 
 
 def write_labels_file(labels_to_names, dataset_dir):

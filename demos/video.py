@@ -39,38 +39,33 @@ class DemoConfig:
 
 
 def _stages(config):
-  """[(name, argv)]: the demo's commands, in order."""
+  """Yields (name, argv) of the demo's commands in order. A generator: each stage's command
+  is made once the stages before it have run (predict names a video the first one made)."""
   out = config.output_dir
   sampling = ['--depth_multiplier=%g' % _DEPTH, '--clip_frames=%d' % _FRAMES,
               '--eval_image_size=%d' % _SIZE, '--eval_clips=1']
-  return [
-      ('videos', ['-m', 'datasets.make_synthetic_videos', '--output_dir=%s/videos' % out,
-                  '--num_classes=4', '--videos_per_class=%d' % config.videos_per_class,
-                  '--sizes=72x96,80x104', '--min_frames=8', '--max_frames=32']),
-      ('convert', ['-m', 'datasets.convert_videos', '--dataset_name=video_folder',
-                   '--video_dir=%s/videos/videos' % out,
-                   '--splits_dir=%s/videos/splits' % out, '--output_dir=%s/data' % out,
-                   '--short_side=72', '--num_shards=4', '--num_processes=2']),
-      ('train', ['train_image_classifier.py', '--flagfile=%s' % RECIPE,
-                 '--dataset_dir=%s/data' % out, '--train_dir=%s/train' % out]),
-      ('eval', ['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s/data' % out,
-                '--dataset_split_name=test', '--model_name=i3d',
-                '--checkpoint_path=%s/train' % out, '--eval_dir=%s/eval' % out,
-                '--min_accuracy=%g' % config.min_accuracy] + sampling),
-      ('export', ['export.py', '--checkpoint_path=%s/train' % out, '--model_name=i3d',
-                  '--dataset_dir=%s/data' % out, '--export_dir=%s/model' % out] + sampling),
-      ('predict', ['predict.py', '--model_dir=%s/model' % out, '--json',
-                   '--video=%s' % _held_out_video(out)]),
-  ]
+  yield 'videos', ['-m', 'datasets.make_synthetic_videos', '--output_dir=%s/videos' % out,
+                   '--num_classes=4', '--videos_per_class=%d' % config.videos_per_class,
+                   '--sizes=72x96,80x104', '--min_frames=8', '--max_frames=32']
+  yield 'convert', ['-m', 'datasets.convert_videos', '--dataset_name=video_folder',
+                    '--video_dir=%s/videos/videos' % out,
+                    '--splits_dir=%s/videos/splits' % out, '--output_dir=%s/data' % out,
+                    '--short_side=72', '--num_shards=4', '--num_processes=2']
+  yield 'train', ['train_image_classifier.py', '--flagfile=%s' % RECIPE,
+                  '--dataset_dir=%s/data' % out, '--train_dir=%s/train' % out]
+  yield 'eval', ['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s/data' % out,
+                 '--dataset_split_name=test', '--model_name=i3d',
+                 '--checkpoint_path=%s/train' % out, '--eval_dir=%s/eval' % out,
+                 '--min_accuracy=%g' % config.min_accuracy] + sampling
+  yield 'export', ['export.py', '--checkpoint_path=%s/train' % out, '--model_name=i3d',
+                   '--dataset_dir=%s/data' % out, '--export_dir=%s/model' % out] + sampling
+  yield 'predict', ['predict.py', '--model_dir=%s/model' % out, '--json',
+                    '--video=%s' % _held_out_video(out)]
 
 
 def _held_out_video(out):
-  """The first video of the test list (written by the videos stage), or a placeholder
-  before it exists (the predict stage's command is built up front)."""
-  path = os.path.join(out, 'videos', 'splits', 'testlist01.txt')
-  if not os.path.exists(path):
-    return os.path.join(out, 'videos', 'videos', '<first test video>')
-  with open(path) as handle:
+  """The first video of the test list the videos stage wrote."""
+  with open(os.path.join(out, 'videos', 'splits', 'testlist01.txt')) as handle:
     first = handle.readline().split()[0]
   return os.path.join(out, 'videos', 'videos', first)
 
@@ -101,8 +96,7 @@ def run_demo(config):
   os.makedirs(log_dir)
   python = config.python or sys.executable
   times, outputs = {}, {}
-  for index in range(len(_stages(config))):
-    name, argv = _stages(config)[index]  # rebuilt: predict names a video made earlier
+  for name, argv in _stages(config):
     status, times[name], outputs[name] = _run(name, argv, python, log_dir)
     if status != 0:
       print('[demo] %s failed (exit %d); its log: %s' % (

@@ -21,6 +21,7 @@ from absl import logging
 from tensorboard.summary import v1 as summary_v1
 
 from checkpoints import end_marker, paths
+from core.files import write_text_atomically
 from training.config import TrainConfig
 from tf_compat import tf
 
@@ -86,8 +87,7 @@ def start_run(config, setup):
   text = ('# Replay: python train_image_classifier.py --flagfile=%s --train_dir=DIR\n'
           '# (the cluster addresses and this task are not part of the recipe)\n%s\n'
           % (FLAGFILE, '\n'.join(lines)))
-  with tf.io.gfile.GFile(os.path.join(config.train_dir, FLAGFILE), 'w') as handle:
-    handle.write(text)
+  write_text_atomically(os.path.join(config.train_dir, FLAGFILE), text)
 
 
 def end_run(config, finished, global_step, checkpoint):

@@ -159,15 +159,18 @@ def build_training_graph(config, setup):
     histograms = [tf.summary.histogram('model_variables/' + v.op.name, v)
                   for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
-  return TrainGraph(input_wait.wrap(deployed.train_op), summary_op, global_step, optimizer,
+  train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
+  return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total)
 
 
 def _log_startup(config, setup):
   deploy_config = setup.deploy_config
-  device = 'CPU' if deploy_config.clone_on_cpu else 'GPU'
-  logging.info('Topology: worker task %d of %d, %d clone(s) on %s, %d ps task(s), %s',
-               config.task, config.worker_replicas, config.num_clones, device,
+  # What the flags ask for; the Placement lines after the first step say where they ran.
+  asked = ', '.join(deploy_config.clone_device(i) or 'the default device'
+                    for i in range(config.num_clones))
+  logging.info('Topology: worker task %d of %d, %d clone(s) asked for %s, %d ps task(s), %s',
+               config.task, config.worker_replicas, config.num_clones, asked,
                config.num_ps_tasks, 'sync' if config.sync_replicas else
                ('async' if config.worker_replicas > 1 else 'local'))
   logging.info('Batch: %d per clone, %d per worker step, %d global (mean gradient per '
