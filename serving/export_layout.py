@@ -66,6 +66,21 @@ def choose_version(base_dir, requested=None):
   return requested
 
 
+def _remove_abandoned_staging(base_dir):
+  """Removes the .tmp-<version>-<pid> directories of exports that were killed (their
+  process no longer exists); a running export's directory stays."""
+  for name in os.listdir(base_dir):
+    match = re.fullmatch(r'\.tmp-\d+-(\d+)', name)
+    if not match or int(match.group(1)) == os.getpid():
+      continue
+    try:
+      os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+      shutil.rmtree(os.path.join(base_dir, name), ignore_errors=True)
+    except PermissionError:   # alive, owned by someone else
+      pass
+
+
 @contextlib.contextmanager
 def staged_version(base_dir, version):
   """Yields an empty temporary directory inside base_dir (created if missing) to write
@@ -74,6 +89,7 @@ def staged_version(base_dir, version):
   empty), and the error propagates."""
   created = not os.path.isdir(base_dir)
   os.makedirs(base_dir, exist_ok=True)
+  _remove_abandoned_staging(base_dir)
   staging = os.path.join(base_dir, '.tmp-%d-%d' % (version, os.getpid()))
   if os.path.exists(staging):   # left by a killed process that had this pid
     shutil.rmtree(staging)

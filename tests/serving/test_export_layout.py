@@ -1,6 +1,7 @@
 """serving.export_layout: numbered versions as TF Serving reads them, written whole."""
 
 import os
+import subprocess
 
 import pytest
 
@@ -88,6 +89,19 @@ def test_a_failed_version_leaves_nothing(tmp_path):
     with export_layout.staged_version(str(base), 2):
       raise RuntimeError('half written')
   assert os.listdir(str(base)) == ['1']       # there before: kept
+
+
+def test_a_killed_exports_staging_goes_and_a_running_ones_stays(tmp_path):
+  dead = subprocess.Popen(['true'])
+  dead.wait()                                      # its pid no longer exists
+  abandoned = tmp_path / ('.tmp-3-%d' % dead.pid)
+  running = tmp_path / ('.tmp-4-%d' % os.getppid())   # a live process: pytest's parent
+  abandoned.mkdir()
+  running.mkdir()
+  with export_layout.staged_version(str(tmp_path), 5) as staging:
+    open(os.path.join(staging, 'saved_model.pb'), 'w').close()
+  assert not abandoned.exists()
+  assert running.exists() and (tmp_path / '5' / 'saved_model.pb').exists()
 
 
 def test_a_version_taken_while_exporting_is_not_replaced(tmp_path):
