@@ -56,18 +56,19 @@ def write_labels_file(labels_to_names, dataset_dir):
   write_text_atomically(os.path.join(dataset_dir, LABELS_FILENAME), ''.join(lines))
 
 
-def read_labels_file(dataset_dir):
-  """Reads labels.txt into {int label: name}; a name may itself contain ':'."""
+def read_labels_file(dataset_dir, remedy='re-run the conversion'):
+  """Reads labels.txt into {int label: name}; a name may itself contain ':'. remedy ends
+  the error's line: what rewrites the file where it was found."""
   path = os.path.join(dataset_dir, LABELS_FILENAME)
   if not tf.io.gfile.exists(path):
-    raise DatasetError('%s is missing; re-run the conversion' % path)
+    raise DatasetError('%s is missing; %s' % (path, remedy))
   labels_to_names = {}
   with tf.io.gfile.GFile(path, 'r') as handle:
     for line_number, line in enumerate(handle.read().splitlines(), start=1):
       index, colon, name = line.partition(':')
       if not colon or not index.strip().isdigit():
-        raise DatasetError('%s line %d is %r, expected "index:name"; re-run the conversion'
-                           % (path, line_number, line))
+        raise DatasetError('%s line %d is %r, expected "index:name"; %s'
+                           % (path, line_number, line, remedy))
       labels_to_names[int(index)] = name
   return labels_to_names
 

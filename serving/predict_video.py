@@ -146,7 +146,8 @@ def predict_video(config):
   try:
     info = read_model_info(version_dir)
     labels = converted_data.read_labels_file(
-        os.path.join(version_dir, export_layout.ASSETS_EXTRA))
+        os.path.join(version_dir, export_layout.ASSETS_EXTRA),
+        remedy='export the model again with export.py')
   except ValueError as error:
     raise ConfigError('--model_dir=%s: %s' % (config.model_dir, error)) from None
   clips, num_frames = prepare_clips(config.video, info, session_config)

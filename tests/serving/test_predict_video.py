@@ -91,3 +91,7 @@ def test_gpu_options_reach_every_prediction_session(tmp_path, tmp_path_factory,
   assert_gpu_options(session_configs, False, 0.5)
   with pytest.raises(ConfigError, match=r'^--gpu_memory_fraction=2.0 must be in \[0, 1\]'):
     predict_video(PredictConfig(model_dir=model_dir, video='x.mp4', gpu_memory_fraction=2.0))
+  os.remove(os.path.join(model_dir, 'assets.extra', 'labels.txt'))
+  with pytest.raises(ConfigError, match=r'labels.txt is missing; export the model again '
+                                        r'with export.py$'):
+    predict_video(PredictConfig(model_dir=model_dir, video='x.mp4'))
