@@ -8,7 +8,8 @@ digits takes a few seconds on one CPU core. Re-running over a finished output re
 image_folder files that are not readable images are skipped and listed on stderr. The
 work is in datasets/conversion/image_conversion.py.
 
-Exit status (the table in core/errors.py): 0 converted; 2 bad flags (one `error:` line,
+Exit status (the table in core/errors.py): 0 converted; 4 converted, but files were
+skipped (listed on stderr), as convert_videos does for skipped videos; 2 bad flags (one `error:` line,
 nothing written); 6 the output could not be written (no shard is left half-written, and
 dataset_info.json is absent until a run completes).
 """
@@ -16,7 +17,7 @@ dataset_info.json is absent until a run completes).
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app
 
-from core.errors import EXPECTED, IO, OK, USAGE, print_error, report
+from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
 from datasets.conversion import image_conversion
@@ -39,7 +40,7 @@ def main(argv):
     print_error('conversion into %s failed: %s' % (config.output_dir, error))
     return IO
   image_conversion.print_summary(result)
-  return OK
+  return INCOMPLETE if result.skipped else OK
 
 
 if __name__ == '__main__':

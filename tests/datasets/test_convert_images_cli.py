@@ -45,7 +45,7 @@ def test_image_folder_lists_skipped_files_and_sums_up(image_tree, tmp_path):
   image_dir, _, bad = image_tree
   result = _run('--dataset_name=image_folder', '--image_dir=' + image_dir,
                 '--output_dir=' + str(tmp_path / 'out'), '--num_shards=2')
-  assert result.returncode == 0, result.stderr
+  assert result.returncode == 4, result.stderr   # INCOMPLETE, as convert_videos with skips
   skipped = [line for line in result.stderr.splitlines() if line.startswith('skipped ')]
   assert sorted(line.split(': ')[0][len('skipped '):] for line in skipped) == sorted(bad)
   assert result.stdout.strip().splitlines() == [
