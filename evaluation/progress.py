@@ -18,6 +18,8 @@ import time
 
 from absl import logging
 
+from core.durations import duration
+
 __all__ = ['SplitProgress', 'expected_examples', 'LINES_PER_SPLIT']
 
 LINES_PER_SPLIT = 20   # without --log_every_n_batches: a line about every 5%
@@ -28,17 +30,6 @@ def expected_examples(num_samples, batch_size, max_num_batches):
   if max_num_batches is None:
     return num_samples
   return min(num_samples, batch_size * max_num_batches)
-
-
-def _duration(seconds):
-  if seconds < 9.95:
-    return '%.1fs' % seconds
-  seconds = int(round(seconds))
-  if seconds >= 3600:
-    return '%dh%02dm' % (seconds // 3600, seconds % 3600 // 60)
-  if seconds >= 60:
-    return '%dm%02ds' % (seconds // 60, seconds % 60)
-  return '%ds' % seconds
 
 
 class SplitProgress:
@@ -73,9 +64,9 @@ class SplitProgress:
     rate = self.done / elapsed
     percent = 100.0 * self.done / self.total if self.total else 100.0
     if final:
-      when = '%s in all' % _duration(elapsed)
+      when = '%s in all' % duration(elapsed)
     elif rate > 0:
-      when = '%s left' % _duration(max(self.total - self.done, 0) / rate)
+      when = '%s left' % duration(max(self.total - self.done, 0) / rate)
     else:
       when = 'time left unknown'
     return '%s: %d/%d %s (%.1f%%), %.1f %s/s, %s' % (

@@ -6,7 +6,7 @@ one runs one and decides the rest in Python. Each time the global step crosses a
 of `log_every_n_steps` it logs
 
     step 120 of 1000: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step; lr 0.01;
-        input wait 3%; ETA 0:00:23)
+        input wait 3%; ETA 23s)
 
 (" of N" and the ETA with a step limit; lr and input wait when the graph gives them), and
 the chief writes examples_per_sec, sec_per_step and input/wait_share to TensorBoard at the
@@ -16,11 +16,11 @@ in steps, and asynchronous workers (whose global step also moves for others) cou
 their own work.
 """
 
-import datetime
 import time
 
 from absl import logging
 
+from core.durations import duration
 from tf_compat import tf
 from training import summaries
 
@@ -137,7 +137,7 @@ class ProgressStep:
       details.append('input wait %.0f%%' % (100 * self.input_wait_share))
     if self._number_of_steps:
       remaining = max(0, self._number_of_steps - step) * sec_per_step
-      details.append('ETA %s' % datetime.timedelta(seconds=round(remaining)))
+      details.append('ETA %s' % duration(remaining))
     return details
 
   def overall_examples_per_sec(self):

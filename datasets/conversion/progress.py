@@ -3,12 +3,13 @@
 On a terminal, tqdm's bar (videos done, frames/s, ETA). When stderr is not a terminal (a
 Kubernetes pod's log, CI, `2> file`), a line every `every` videos and at the end:
 
-    converting: 1340/13320 videos (10%), 812 frames/s, 2 skipped, 0:14:51 left
+    converting: 1340/13320 videos (10%), 812 frames/s, 2 skipped, 14m51s left
 """
 
-import datetime
 import sys
 import time
+
+from core.durations import duration
 
 __all__ = ['Progress']
 
@@ -52,9 +53,8 @@ class Progress:
     left = elapsed / self._done * (self._total - self._done)
     print('converting: %d/%d videos (%d%%), %.0f frames/s, %d skipped, %s' % (
         self._done, self._total, 100 * self._done // self._total, self._rate(),
-        self._skipped, '%s left' % datetime.timedelta(seconds=round(left))
-        if self._done < self._total else 'done in %s' % datetime.timedelta(
-            seconds=round(elapsed))), file=self._stream, flush=True)
+        self._skipped, '%s left' % duration(left)
+        if self._done < self._total else 'done in %s' % duration(elapsed)), file=self._stream, flush=True)
 
   def close(self):
     if self._bar is not None:

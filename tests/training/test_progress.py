@@ -230,7 +230,7 @@ def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_t
     step_fn(sess, 'train_op', 'global_step', {'summary_writer': writer})
   messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith('step ')]
   assert messages[1] == ('step 8 of 12: loss = 0.1250 (128.0 examples/sec; 0.500 sec/step; '
-                         'lr 0.01; input wait 25%; ETA 0:00:02)')
+                         'lr 0.01; input wait 25%; ETA 2.0s)')
   assert 'input wait' not in messages[0]  # the first line has no earlier wait to compare
   assert [step for step, _ in writer.summaries] == [4, 8, 12]
   step, values = writer.summaries[1]

@@ -21,9 +21,9 @@ def test_a_log_gets_a_line_every_n_videos_and_at_the_end():
     progress.update(frames, skipped=frames == 0)
   progress.close()
   assert stream.getvalue().splitlines() == [
-      'converting: 2/5 videos (40%), 5 frames/s, 1 skipped, 0:00:03 left',
-      'converting: 4/5 videos (80%), 15 frames/s, 1 skipped, 0:00:01 left',
-      'converting: 5/5 videos (100%), 20 frames/s, 1 skipped, done in 0:00:05']
+      'converting: 2/5 videos (40%), 5 frames/s, 1 skipped, 3.0s left',
+      'converting: 4/5 videos (80%), 15 frames/s, 1 skipped, 1.0s left',
+      'converting: 5/5 videos (100%), 20 frames/s, 1 skipped, done in 5.0s']
 
 
 def test_about_twenty_lines_by_default_and_none_when_disabled():
