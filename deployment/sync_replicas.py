@@ -35,7 +35,10 @@ update's step: with `replicas_to_aggregate == total_num_replicas` it is exactly 
 batch; with backup workers the late ones are dropped, never counted later. One small
 accumulator beside the gradients record, for each update, how many gradients each
 worker gave and for which step; with `trace_path` the chief appends one line per update
-(`read_trace`), the record the tests check.
+(`read_trace`), the record the tests check. From the same record the update sets
+`last_taken`, the step of the last gradient it took from each worker: a worker whose
+token has come knows from it whether its gradient was taken or dropped, and counts the
+step in `worker_stats` (deployment.worker_stats), which the chief shows.
 """
 
 import collections
@@ -62,11 +65,13 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     variable_averages, variables_to_average: as TF's, averaged after each update; the
       variables may be a callable, called in `apply_gradients` (when they exist).
     trace_path: a file the chief appends one line per update to (None: no trace).
+    worker_stats: optional deployment.worker_stats.WorkerStats: each finished step
+      counts in it, with whether an update took its gradient (`last_taken`).
   """
 
   def __init__(self, opt, replicas_to_aggregate, total_num_replicas, worker_index,
                variable_averages=None, variables_to_average=None, trace_path=None,
-               name='sync_replicas'):
+               worker_stats=None, name='sync_replicas'):
     if not 1 <= replicas_to_aggregate <= total_num_replicas:
       raise ValueError('replicas_to_aggregate=%d must be in [1, total_num_replicas=%d]'
                        % (replicas_to_aggregate, total_num_replicas))
@@ -81,12 +86,14 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     self._variable_averages = variable_averages
     self._variables_to_average = variables_to_average
     self._trace_path = trace_path
+    self._worker_stats = worker_stats
     self._accumulators = []
     self._queues = None
     self._global_step = None
     self._local_step = None
     self._worker_device = None
     self._submitted = None
+    self._last_taken = None
     self._chief_queue_runner = None
     self.chief_init_op = self.local_step_init_op = None
 
@@ -114,7 +121,7 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
   @property
   def ready_variables(self):
     """Variables the chief's local init creates; a worker waits until they exist."""
-    return [self._submitted]
+    return [self._submitted, self._last_taken]
 
   def get_chief_queue_runner(self):
     if self._chief_queue_runner is None:
@@ -149,11 +156,23 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
         marked = self._submitted.scatter_max(tf.IndexedSlices(
             tf.reshape(step, [1]), tf.constant([self._worker])))
       with tf.control_dependencies([marked]):
-        next_step = self._wait_for_next_step(step)
+        token, next_step = self._wait_for_next_step(step)
     with tf.device(self._worker_device):
       train_op = self._local_step.assign(next_step, read_value=False)
+    if self._worker_stats is not None:
+      train_op = tf.group(train_op, self._count_step(token, label))
     self._build_chief_ops(aggregated, record)
     return train_op
+
+  def _count_step(self, token, label):
+    """Counts this step in worker_stats once its token has come: its gradient was taken
+    when the last update that took one of this worker's gradients took it for `label`.
+    A stop token leaves it uncounted (no update decided it)."""
+    with tf.device(self._global_step.device), tf.control_dependencies([token]):
+      last = tf.gather(self._last_taken.read_value(), self._worker)
+      taken = tf.logical_and(label >= 0, tf.equal(last, label))
+    return self._worker_stats.count([token], stale=tf.logical_not(taken),
+                                    counted=token >= 0)
 
   # ---------------------------------------------------------------- state and tokens
 
@@ -168,6 +187,9 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
       # Not in any collection: never saved, so a restore cannot bring back old steps.
       self._submitted = tf.Variable(tf.fill([self._total], tf.constant(-1, dtype)),
                                     trainable=False, collections=[], name='submitted')
+      # The step of the last gradient of each worker that an update took (the record).
+      self._last_taken = tf.Variable(tf.fill([self._total], tf.constant(-1, dtype)),
+                                     trainable=False, collections=[], name='last_taken')
       self._queues = [tf.queue.FIFOQueue(-1, dtype, shapes=[], name='token_q_w%d' % w,
                                          shared_name='sync_token_q_w%d' % w)
                       for w in range(self._total)]
@@ -184,8 +206,9 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
   def _wait_for_next_step(self, current):
     """Dequeues this worker's tokens until one is newer than its step (or a stop).
 
-    Returns the step to compute next: the global step now (the newest, at least the
-    token), or the same step after a stop token (its gradient would be dropped).
+    Returns (the token, the step to compute next): the global step now (the newest,
+    at least the token), or the same step after a stop token (its gradient would be
+    dropped).
     """
     queue = self._queues[self._worker]
     stale = lambda token: tf.logical_and(token <= current, token >= 0)
@@ -193,7 +216,7 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
                           back_prop=False, name='wait_for_token')
     with tf.control_dependencies([token]):
       now = self._global_step.read_value()
-    return tf.where(token < 0, current, tf.maximum(token, now))
+    return token, tf.where(token < 0, current, tf.maximum(token, now))
 
   def _accumulate(self, grad, var, label):
     """(this worker's send op, the chief's mean over replicas_to_aggregate) for one var."""
@@ -245,6 +268,8 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
       update = self._opt.apply_gradients([(g, v) for g, v in aggregated if g is not None],
                                          global_step)
       done = tf.group(update, *record)  # The record is taken with the gradients.
+      with tf.control_dependencies([done]):
+        done = self._mark_taken(record)
       if self._variable_averages is not None:
         averaged = self._variables_to_average
         with tf.control_dependencies([done]):
@@ -276,13 +301,22 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
         ops.append(accumulator.set_global_step(step))
     return tf.group(*ops)
 
+  def _mark_taken(self, record):
+    """`last_taken` of each worker the update took a gradient from: that gradient's step."""
+    counts, steps = _record_per_worker(record)
+    steps = tf.cast(steps, self._last_taken.dtype.base_dtype)
+    return self._last_taken.assign(tf.where(counts > 0, steps, self._last_taken.read_value()),
+                                   read_value=False)
+
   def _initialize_submitted(self):
-    """Initializes `submitted` once per parameter-server lifetime (a rejoining chief
-    keeps what the workers sent)."""
+    """Initializes `submitted` and `last_taken` once per parameter-server lifetime (a
+    rejoining chief keeps what the workers sent)."""
     dtype = self._global_step.dtype.base_dtype
+    state = (self._submitted, self._last_taken)
 
     def initialize():  # Built inside the branch, so it runs only when taken.
-      return tf.group(self._submitted.assign(tf.fill([self._total], tf.constant(-1, dtype))))
+      return tf.group(*[v.assign(tf.fill([self._total], tf.constant(-1, dtype)))
+                        for v in state])
     with tf.device(self._global_step.device):
       return tf.cond(tf.is_variable_initialized(self._submitted), tf.no_op, initialize)
 
@@ -324,17 +358,22 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
           tf.constant(STOP_TOKEN, global_step.dtype.base_dtype), name='add_stop_token')
 
   def _trace_op(self, record):
-    counts, steps = record
-    counts = tf.cast(tf.round(counts), tf.int64)
-    per_worker = tf.cast(tf.round(steps / tf.maximum(tf.cast(counts, tf.float64), 1.0)),
-                         tf.int64)
-    per_worker = tf.where(counts > 0, per_worker, tf.fill(tf.shape(counts),
-                                                          tf.constant(-1, tf.int64)))
+    counts, per_worker = _record_per_worker(record)
     join = lambda values: tf.strings.reduce_join(tf.strings.as_string(values),
                                                  separator=',')
     step = tf.cast(self._global_step.read_value(), tf.int64) - 1  # After the update.
     return tf.print('update', step, join(counts), join(per_worker), sep='\t',
                     output_stream='file://' + self._trace_path)
+
+
+def _record_per_worker(record):
+  """(gradients taken from each worker, the step of its gradients or -1), int64."""
+  counts, steps = record
+  counts = tf.cast(tf.round(counts), tf.int64)
+  per_worker = tf.cast(tf.round(steps / tf.maximum(tf.cast(counts, tf.float64), 1.0)),
+                       tf.int64)
+  return counts, tf.where(counts > 0, per_worker,
+                          tf.fill(tf.shape(counts), tf.constant(-1, tf.int64)))
 
 
 def read_trace(path):

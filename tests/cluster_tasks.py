@@ -14,6 +14,9 @@ import time
 
 STEP_LINE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = ')
 READY_LINE = re.compile(r'Session ready at global step (\d+)')
+LEAVE_LINE = re.compile(r'Worker (\d+) leaves: \w+ at global step \d+ \([^;]*; (\d+) steps, '
+                        r'(\d+) counted by the parameter servers(?:, (\d+) with a stale '
+                        r'gradient dropped)?\)')
 WAIT_SECS = 150  # Upper bound for one cluster run on a loaded 2-core machine.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_SCRIPT = os.path.join(ROOT, 'train_image_classifier.py')
@@ -95,3 +98,26 @@ def checkpoint_steps(train_dir):
 
 def error_lines(text):
   return [line for line in text.splitlines() if line.startswith('error: ')]
+
+
+def leave_counts(text):
+  """(steps run, steps the ps counted, stale or None) from a worker's leaving line."""
+  found = LEAVE_LINE.findall(text)
+  assert len(found) == 1, text[-3000:]
+  _, local, counted, stale = found[0]
+  return int(local), int(counted), int(stale) if stale else None
+
+
+def chief_scalars(train_dir):
+  """{tag: [(wall time, step, value)]} of the scalars in train_dir's event files,
+  read with TensorBoard's own event reader."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=import-outside-toplevel
+  scalars = {}
+  for path in sorted(glob.glob(os.path.join(str(train_dir), 'events.out.tfevents.*'))):
+    accumulator = event_accumulator.EventAccumulator(
+        path, size_guidance={event_accumulator.SCALARS: 0})
+    accumulator.Reload()
+    for tag in accumulator.Tags()['scalars']:
+      scalars.setdefault(tag, []).extend(
+          (e.wall_time, e.step, e.value) for e in accumulator.Scalars(tag))
+  return scalars

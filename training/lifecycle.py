@@ -206,15 +206,27 @@ def _parameter_server_lost(index, host):
   exit_now(EXIT_CLUSTER_FAILURE)
 
 
+def _counted(result, config):
+  """'; N steps, N counted by the parameter servers[, M with a stale gradient dropped]'
+  (deployment.worker_stats)."""
+  if result.worker_steps is None:
+    return ''
+  stale = ''
+  if config.sync_replicas:
+    stale = ', %d with a stale gradient dropped' % result.stale_gradients
+  return '; %d steps, %d counted by the parameter servers%s' % (
+      result.local_steps, result.worker_steps, stale)
+
+
 def _train_in_cluster(job, server, stop_event):
   task = job.task
   config = dataclasses.replace(job.config, master=server.target)
   start = time.time()
   with cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
     result = train(config, stop_event)
-  logging.info('Worker %d leaves: %s at global step %s (%.1f examples/sec on this worker)',
+  logging.info('Worker %d leaves: %s at global step %s (%.1f examples/sec on this worker%s)',
                task.task_index, 'stopped' if stop_event.is_set() else 'finished',
-               result.global_step, result.examples_per_sec or 0.0)
+               result.global_step, result.examples_per_sec or 0.0, _counted(result, config))
   cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
       10.0, job.config.stop_grace_secs)))
   logging.info('Worker %d done after %.1f s', task.task_index, time.time() - start)

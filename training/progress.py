@@ -14,6 +14,13 @@ same moment with the same values (`training.summaries.write_scalars`). examples/
 worker's steps since the previous line, so multi-clone runs are compared in examples, not
 in steps, and asynchronous workers (whose global step also moves for others) count only
 their own work.
+
+In a cluster the chief follows each line with one about its workers, read from the
+parameter servers' counters (deployment.worker_stats), and writes the same figures as
+cluster/worker_<i>/steps_per_sec and, synchronous, cluster/stale_gradients:
+
+    cluster: steps/sec by worker 0: 4.10, 1: 4.05, 2: 2.21; stale gradients dropped: 3
+        (worker 2: 3)
 """
 
 import time
@@ -32,7 +39,8 @@ class ProgressStep:
   (sess, train_op, global_step, kwargs)."""
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
-               stop_event=None, learning_rate=None, input_wait=None, on_first_step=None):
+               stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
+               worker_stats=None, cluster=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -45,11 +53,21 @@ class ProgressStep:
       on_first_step: optional fn(tf.RunMetadata, summary writer or None): the first step
         is traced (FULL_TRACE) and its metadata handed over, e.g. to log where the clones
         really ran, with the chief's summary writer.
+      worker_stats: optional deployment.worker_stats.WorkerStats of a cluster: each step
+        also fetches this worker's row (`worker_steps`, `stale_gradients`).
+      cluster: optional deployment.worker_stats.ClusterProgress (the chief): the whole
+        table is read at the start and at each progress line, which is followed by a
+        line of every worker's steps/sec (and the stale gradients dropped), also
+        written to TensorBoard.
     """
     self._on_first_step = on_first_step
     self._extras = {name: tensor for name, tensor in
-                    (('learning_rate', learning_rate), ('input_wait', input_wait))
+                    (('learning_rate', learning_rate), ('input_wait', input_wait),
+                     ('worker_row', worker_stats and worker_stats.own_row))
                     if tensor is not None}
+    self._cluster = cluster
+    self._table = worker_stats.value if cluster is not None else None
+    self.worker_steps = self.stale_gradients = None
     self._last_extras = {}
     self._last_wait = None
     self.input_wait_share = None
@@ -81,6 +99,8 @@ class ProgressStep:
       self.last_global_step = int(sess.run(global_step))
       self._last_logged_step = self.last_global_step
       self._start_time = self._last_time = time.time()
+      if self._cluster is not None:
+        self._cluster.report(sess.run(self._table), self._start_time)
       if self._done(self.last_global_step):
         return self.last_loss, True
     loss, step = self._run(sess, [train_op, step_after_train],
@@ -89,7 +109,8 @@ class ProgressStep:
     self._steps_since_log += 1
     self.last_loss, self.last_global_step = float(loss), int(step)
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
-      self._log(step, loss, train_step_kwargs.get('summary_writer'))
+      self._log(step, loss, train_step_kwargs.get('summary_writer'),
+                None if self._cluster is None else sess.run(self._table))
     return loss, self._done(step)
 
   def _run(self, sess, fetches, summary_writer=None):
@@ -106,9 +127,14 @@ class ProgressStep:
       callback(metadata, summary_writer)
     if self._extras:
       self._last_extras = values[2]
+      if 'worker_row' in self._last_extras:
+        self.worker_steps, self.stale_gradients = (
+            int(v) for v in self._last_extras['worker_row'])
     return values[0], values[1]
 
-  def _log(self, step, loss, summary_writer=None):
+  def _log(self, step, loss, summary_writer=None, table=None):
+    """The progress line and its scalars; with `table` (the chief's reading of the
+    cluster's WorkerStats) the cluster's line and scalars too."""
     now = time.time()
     steps = self._steps_since_log
     elapsed = max(1e-9, now - self._last_time)
@@ -120,6 +146,11 @@ class ProgressStep:
     logging.info('step %d%s: loss = %.4f (%s)', step,
                  ' of %d' % self._number_of_steps if self._number_of_steps else '', loss,
                  '; '.join(self._details(step, elapsed / steps)))
+    if table is not None:
+      cluster_scalars, line = self._cluster.report(table, now)
+      scalars.update(cluster_scalars)
+      if line:
+        logging.info('%s', line)
     summaries.write_scalars(summary_writer, step, scalars)
     self._last_time, self._steps_since_log, self._last_logged_step = now, 0, step
 

@@ -77,10 +77,15 @@ def _chief_initialized_flag(global_step):
                        name='session_loop/chief_initialized')
 
 
-def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed):
+def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed,
+              worker_stats=None):
   """The ops slim.learning.train builds, plus those of the lifecycle."""
   flag = _chief_initialized_flag(global_step)
   chief_made = [flag] + (sync_optimizer.ready_variables if sync_optimizer else [])
+  chief_inits = [flag.initializer]
+  if worker_stats is not None:  # Kept on the ps, initialized by the chief once.
+    chief_made += worker_stats.variables
+    chief_inits.append(worker_stats.initializer)
   with tf.name_scope('init_ops'):
     init_op = tf.global_variables_initializer()
     ready_op = tf.report_uninitialized_variables(
@@ -89,7 +94,7 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed):
     if distributed and is_chief:
       global_ready_op = tf.report_uninitialized_variables(tf.global_variables() + [flag])
     local_init_op = tf.group(tf.local_variables_initializer(), tf.tables_initializer(),
-                             *([flag.initializer] if is_chief else []))
+                             *(chief_inits if is_chief else []))
     ready_for_local_init_op = None
     if sync_optimizer is not None:
       with tf.control_dependencies([local_init_op]):
@@ -197,19 +202,19 @@ def _stop(sv, sess, services, runners, grace_secs):
 
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, summary_op, save_summaries_secs, save_interval_secs,
-                     sync_optimizer, session_config, timeouts, stop_event=None):
+                     sync_optimizer, session_config, timeouts, stop_event=None,
+                     worker_stats=None):
   """Trains like slim.learning.train (same arguments, same protocol); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
-  the global step read after train_op, 'summary_writer': the chief's writer, or None}. The Watchdog is armed only
-  in a cluster (`master` set): a single process has nobody to wait for.
-
-  Returns:
-    True when training ran to its end (steps or inputs), False when `stop_event` ended it.
-  """
+  the global step read after train_op, 'summary_writer': the chief's writer, or None}. The
+  Watchdog is armed only in a cluster (`master` set). `worker_stats`: optional
+  deployment.worker_stats.WorkerStats. -> True when training ran to its end (steps or
+  inputs), False when `stop_event` ended it."""
   graph = train_op.graph
   with graph.as_default():
-    ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master))
+    ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
+                    worker_stats)
     saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
   manager = _ResumingSessionManager(
       ops.global_ready_op, bool(master), local_init_op=ops.local_init_op,

@@ -8,6 +8,9 @@ In the graph (written by the chief's summary thread every --save_summaries_secs)
 
 From Python (written by the progress step at each progress line, `write_scalars`):
   examples_per_sec, sec_per_step, input/wait_share (see InputWait)
+  cluster/worker_<i>/steps_per_sec, cluster/stale_gradients,
+  cluster/worker_<i>/stale_gradients
+                             the chief in a cluster (deployment.worker_stats)
 
 InputWait measures how long each step waits for its input: every clone draws its batch
 between two `tf.timestamp`s, and a step waits from its first draw starting until its last

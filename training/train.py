@@ -14,7 +14,7 @@ import os
 
 from absl import logging
 
-from deployment import cluster, model_deploy, placement, sync_replicas
+from deployment import cluster, model_deploy, placement, sync_replicas, worker_stats
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -29,11 +29,17 @@ __all__ = ['train', 'TrainResult', 'build_training_graph', 'SYNC_TRACE_FILE']
 SYNC_TRACE_FILE = 'sync_trace.tsv'  # --sync_trace: deployment.sync_replicas.read_trace.
 
 TrainResult = collections.namedtuple(
-    'TrainResult', ['global_step', 'loss', 'examples_per_sec', 'checkpoint'])
+    'TrainResult', ['global_step', 'loss', 'examples_per_sec', 'checkpoint',
+                    'local_steps', 'worker_steps', 'stale_gradients'],
+    defaults=(None, None, None))
+TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps and '
+                        'stale_gradients: in a cluster, the steps of this worker the '
+                        'parameter servers counted and, of those, the ones whose gradient '
+                        'no synchronous update took (deployment.worker_stats)')
 
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
-                   'learning_rate', 'input_wait'])
+                   'learning_rate', 'input_wait', 'worker_stats'])
 
 
 def _input_iterator(setup):
@@ -109,7 +115,14 @@ def _fine_tune_init_fn(config, setup):
   return restore.make_init_fn(plan)
 
 
-def _optimizer(config, setup, global_step, moving_average):
+def _worker_stats(config, global_step):
+  """The cluster's per-worker counters (deployment.worker_stats), or None alone."""
+  if not config.master:
+    return None
+  return worker_stats.WorkerStats(config.worker_replicas, config.task, global_step.device)
+
+
+def _optimizer(config, setup, global_step, moving_average, stats):
   deploy_config = setup.deploy_config
   with tf.device(deploy_config.optimizer_device()):
     learning_rate = optimization.configure_learning_rate(
@@ -124,7 +137,7 @@ def _optimizer(config, setup, global_step, moving_average):
           variable_averages=moving_average,
           # Called once the clones exist: the model variables do not yet.
           variables_to_average=slim.get_model_variables if moving_average else None,
-          trace_path=trace)
+          trace_path=trace, worker_stats=stats)
   with tf.device(deploy_config.summary_device()):
     tf.summary.scalar('learning_rate', learning_rate)
     tf.summary.scalar('global_batch_size', tf.constant(setup.global_batch))
@@ -140,7 +153,8 @@ def build_training_graph(config, setup):
   if config.moving_average_decay:
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
                                                        global_step)
-  optimizer, learning_rate = _optimizer(config, setup, global_step, moving_average)
+  stats = _worker_stats(config, global_step)
+  optimizer, learning_rate = _optimizer(config, setup, global_step, moving_average, stats)
   iterator = _input_iterator(setup)
   input_wait = summaries.InputWait()
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
@@ -160,8 +174,11 @@ def build_training_graph(config, setup):
                   for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
   train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
+  if stats is not None and not config.sync_replicas:
+    train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   return TrainGraph(train_op, summary_op, global_step, optimizer,
-                    _fine_tune_init_fn(config, setup), learning_rate, input_wait.total)
+                    _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
+                    stats)
 
 
 def _log_startup(config, setup):
@@ -200,6 +217,13 @@ def _first_step(config, setup, run_metadata, summary_writer):
                     ', '.join(str(c) for c in clones), placement.short_device(device))
 
 
+def _cluster_progress(config, stats):
+  """The chief's view of its workers' counters (its progress lines), or None."""
+  if stats is None or not config.is_chief:
+    return None
+  return worker_stats.ClusterProgress(config.worker_replicas, config.sync_replicas)
+
+
 def _loop_timeouts(config):
   return LoopTimeouts(recovery_wait_secs=config.recovery_wait_secs,
                       startup_timeout_secs=config.startup_timeout_secs,
@@ -224,7 +248,9 @@ def train(config, stop_event=None):
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
                            input_wait=graph.input_wait,
-                           on_first_step=functools.partial(_first_step, config, setup))
+                           on_first_step=functools.partial(_first_step, config, setup),
+                           worker_stats=graph.worker_stats,
+                           cluster=_cluster_progress(config, graph.worker_stats))
     session_config = make_session_config(
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,
@@ -236,11 +262,12 @@ def train(config, stop_event=None):
         save_interval_secs=config.save_interval_secs,
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
-        stop_event=stop_event)
+        stop_event=stop_event, worker_stats=graph.worker_stats)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
   run_record.end_run(config, finished, step_fn.last_global_step, checkpoint)
   return TrainResult(step_fn.last_global_step, step_fn.last_loss,
                      step_fn.examples_per_sec or step_fn.overall_examples_per_sec(),
-                     checkpoint)
+                     checkpoint, step_fn.local_steps, step_fn.worker_steps,
+                     step_fn.stale_gradients)

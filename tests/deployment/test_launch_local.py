@@ -42,8 +42,9 @@ from PIL import Image
 from datasets import converted_data, image_records
 from deployment import sync_replicas
 from deployment.local_cluster import LocalCluster
-from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, ready_steps, steps,
-                                 train_flags, trainer, wait_for, WAIT_SECS)
+from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
+                                 leave_counts, ready_steps, steps, train_flags, trainer,
+                                 wait_for, WAIT_SECS)
 from tf_compat import tf
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE, train
@@ -145,6 +146,53 @@ def _check_run_logs(train_dir):
   assert 'All 2 workers left: parameter server 0 exits' in logs['ps-0.log']
   assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1
   assert checkpoint_steps(train_dir)[-1] == STEPS
+  # Every gradient was taken: nothing is counted as stale, anywhere.
+  trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
+  stale = _check_cluster_view(train_dir, logs, trace, replicas_to_aggregate=2)
+  assert stale == [0, 0]
+
+
+def _check_cluster_view(train_dir, logs, trace=None, replicas_to_aggregate=None):
+  """The chief's cluster/... scalars against independent counts; returns each worker's
+  final stale count (None for asynchronous workers).
+
+  Each worker's leaving line gives the steps its own process ran and what the parameter
+  servers counted for it (deployment.worker_stats). Synchronous (`trace`: the chief's
+  record of what each update took): per worker, steps = gradients taken + stale; the
+  chief's stale figures never fall, add up per step and end at most at the final total.
+  Step rates x the time between the chief's lines are steps done meanwhile: per worker
+  at most the steps it ran; together at least replicas_to_aggregate per update (sync) or
+  the global steps' advance (async), up to one step in flight per worker."""
+  workers = sorted(int(n.split('-')[1].split('.')[0]) for n in logs if n.startswith('worker'))
+  counts = [leave_counts(logs['worker-%d.log' % i]) for i in workers]
+  scalars = chief_scalars(train_dir)
+  for local, counted, _ in counts:
+    assert local == counted, counts  # No stop token here: every step counted.
+  rates = [scalars['cluster/worker_%d/steps_per_sec' % i] for i in workers]
+  assert len({len(events) for events in rates}) == 1 and rates[0], sorted(scalars)
+  done = [_steps_from_rates(events) for events in rates]
+  for (local, _, _), total in zip(counts, done):
+    assert 0 <= total <= local + 1, (done, counts)
+  advance = rates[0][-1][1] - rates[0][0][1]  # Global steps between the first and last.
+  if trace is None:
+    assert not any(tag.endswith('stale_gradients') for tag in scalars)
+    assert abs(sum(done) - advance) <= 2 * len(workers) + 1, (done, rates)
+    return [stale for _, _, stale in counts]
+  assert sum(done) >= replicas_to_aggregate * advance - 2 * len(workers), (done, rates)
+  taken = [sum(line.counts[i] for line in trace) for i in workers]
+  assert [local - stale for local, _, stale in counts] == taken, (counts, trace)
+  total = [value for _, _, value in scalars['cluster/stale_gradients']]
+  assert total == sorted(total) and min(total) >= 0, total
+  per_step = zip(*[scalars['cluster/worker_%d/stale_gradients' % i] for i in workers])
+  assert [sum(v for _, _, v in row) for row in per_step] == total
+  assert total[-1] <= sum(stale for _, _, stale in counts)
+  return [stale for _, _, stale in counts]
+
+
+def _steps_from_rates(events):
+  """Steps done between the first and the last of a rate's lines: rate x interval."""
+  return sum(rate * (t - t0) for (t0, _, _), (t, _, rate) in zip(events, events[1:]))
+
 
 
 @pytest.mark.cluster
@@ -220,6 +268,10 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
     for line in trace:
       assert max(line.counts) == 1 and sum(line.counts) >= 2, line
       assert all(s == line.step for s, c in zip(line.steps, line.counts) if c), line
+    # The chief's view: each worker's step rate, the gradients dropped as stale.
+    _check_cluster_view(train_dir, logs, trace, replicas_to_aggregate=2)
+  else:
+    _check_cluster_view(train_dir, logs)
   # Asynchronous workers each add 1 to global_step without waiting for the others, so
   # the ones already inside their last step may carry it past the end, by at most one
   # step per other worker; synchronous training lands on it exactly.

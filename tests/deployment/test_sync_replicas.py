@@ -1,10 +1,13 @@
-"""deployment.sync_replicas on a cluster of 1 ps and 2 workers on 127.0.0.1.
+"""deployment.sync_replicas on a cluster of 1 ps and 2 workers (3 with a backup worker) on
+127.0.0.1.
 
 Each worker has its own graph and session, as in a real job; the interleavings that
 break TF's optimizer are made on purpose, step by step, and the chief's trace (what
 each update took) is the record checked. The model is w in R^2 with loss
 |w - target_k|^2 on worker k, so the update is known in closed form: SGD with rate r
-moves w by -r * mean_k(2 (w - target_k)) over the workers counted.
+moves w by -r * mean_k(2 (w - target_k)) over the workers counted. Every worker also
+counts its steps, and those whose gradient was dropped, in deployment.worker_stats: the
+counts are checked against the trace (steps = gradients taken + stale, per worker).
 """
 
 import os
@@ -16,11 +19,11 @@ import numpy as np
 import portpicker
 import pytest
 
-from deployment import sync_replicas
+from deployment import sync_replicas, worker_stats
 from tests.cluster_tasks import ROOT
 from tf_compat import tf
 
-TARGETS = np.array([[1.0, 0.0], [0.0, 3.0]], np.float32)
+TARGETS = np.array([[1.0, 0.0], [0.0, 3.0], [2.0, 2.0]], np.float32)
 RATE = 0.25
 WAIT_SECS = 60
 
@@ -28,7 +31,7 @@ WAIT_SECS = 60
 class Worker:
   """One worker's graph and session; `start_step()` runs its train op in a thread."""
 
-  def __init__(self, cluster, index, trace_path):
+  def __init__(self, cluster, index, trace_path, total=2):
     self.index = index
     self.graph = tf.Graph()
     with self.graph.as_default(), tf.device(tf.train.replica_device_setter(
@@ -36,16 +39,17 @@ class Worker:
       self.global_step = tf.train.get_or_create_global_step()
       self.w = tf.get_variable('w', initializer=tf.zeros([2]))
       loss = tf.reduce_sum(tf.square(self.w - TARGETS[index]))
+      self.stats = worker_stats.WorkerStats(total, index, self.global_step.device)
       self.opt = sync_replicas.SyncReplicasOptimizer(
           tf.train.GradientDescentOptimizer(RATE), replicas_to_aggregate=2,
-          total_num_replicas=2, worker_index=index,
-          trace_path=trace_path if index == 0 else None)
+          total_num_replicas=total, worker_index=index,
+          trace_path=trace_path if index == 0 else None, worker_stats=self.stats)
       self.train_op = self.opt.apply_gradients(self.opt.compute_gradients(loss),
                                                self.global_step)
       self.update_op = self.opt.get_chief_queue_runner().enqueue_ops[0]
       init = [tf.local_variables_initializer()]
       if index == 0:
-        init = [tf.global_variables_initializer()] + init
+        init = [tf.global_variables_initializer(), self.stats.initializer] + init
       self.init_ops = init
     self.sess = tf.Session(cluster.workers[index], graph=self.graph)
     self.threads = []
@@ -82,10 +86,10 @@ class Worker:
 SERVERS = """
 import os, sys
 from tf_compat import tf
-ps, w0, w1 = sys.argv[1:]
-spec = tf.train.ClusterSpec({'ps': [ps], 'worker': [w0, w1]})
-servers = [tf.train.Server(spec, job_name=job, task_index=index)
-           for job, index in (('ps', 0), ('worker', 0), ('worker', 1))]
+ps, *workers = sys.argv[1:]
+spec = tf.train.ClusterSpec({'ps': [ps], 'worker': workers})
+servers = [tf.train.Server(spec, job_name='ps', task_index=0)] + [
+    tf.train.Server(spec, job_name='worker', task_index=i) for i in range(len(workers))]
 print('ready', flush=True)
 sys.stdin.read()
 os._exit(0)
@@ -94,7 +98,7 @@ os._exit(0)
 
 @pytest.fixture(scope='module')
 def cluster():
-  hosts = ['localhost:%d' % portpicker.pick_unused_port() for _ in range(3)]
+  hosts = ['localhost:%d' % portpicker.pick_unused_port() for _ in range(4)]
   servers = subprocess.Popen([sys.executable, '-c', SERVERS] + hosts, cwd=ROOT,
                              env=dict(os.environ, PYTHONPATH=ROOT), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -106,15 +110,15 @@ def cluster():
     servers.wait()
 
 
-@pytest.fixture
-def job(cluster, tmp_path):
-  """Two workers of a fresh job (new variables and queues: a container per test)."""
+def _job(cluster, tmp_path, total):
+  """`total` workers of a fresh job (new variables and queues: a container per test),
+  2 gradients per update."""
   trace = str(tmp_path / 'trace.tsv')
   tf.Session.reset(cluster.workers[0])  # Variables and queues of earlier tests: gone.
-  workers = [Worker(cluster, i, trace) for i in range(2)]
+  workers = [Worker(cluster, i, trace, total) for i in range(total)]
   try:
-    workers[0].initialize()
-    workers[1].initialize()
+    for worker in workers:
+      worker.initialize()
     yield workers, trace
   finally:
     # Closed while the servers live: a session left open would try to close itself
@@ -131,10 +135,31 @@ def job(cluster, tmp_path):
         pass
 
 
+@pytest.fixture
+def job(cluster, tmp_path):
+  yield from _job(cluster, tmp_path, 2)
+
+
+@pytest.fixture
+def backup_job(cluster, tmp_path):
+  """Three workers, two gradients per update: one backup worker."""
+  yield from _job(cluster, tmp_path, 3)
+
+
 def _join(threads):
   for thread in threads:
     thread.join(WAIT_SECS)
     assert not thread.is_alive(), 'a step did not end'
+
+
+def _table(worker):
+  """[[steps, stale] per worker] as worker_stats counted them on the ps."""
+  return worker.value(worker.stats.value).tolist()
+
+
+def _taken(trace, workers):
+  """Gradients each worker gave the updates, from the trace."""
+  return [sum(line.counts[i] for line in trace) for i in range(workers)]
 
 
 def _expected_w(steps, counted=((0, 1),) * 10):
@@ -153,6 +178,7 @@ def test_each_update_takes_one_gradient_per_worker_at_its_step(job):
   np.testing.assert_allclose(chief.value(chief.w), _expected_w(3), rtol=1e-6)
   assert sync_replicas.read_trace(trace) == [
       sync_replicas.TraceLine(s, [1, 1], [s, s]) for s in range(3)]
+  assert _table(chief) == [[3, 0], [3, 0]]  # Nothing dropped: no stale count.
 
 
 def test_a_fast_worker_cannot_take_a_slow_workers_token(job):
@@ -187,6 +213,8 @@ def test_a_restarted_worker_does_not_count_twice(job):
   _join([chief.start(), update, again])
   assert sync_replicas.read_trace(trace) == [sync_replicas.TraceLine(0, [1, 1], [0, 0])]
   np.testing.assert_allclose(chief.value(chief.w), _expected_w(1), rtol=1e-6)
+  # The first send never finished its step (not counted); the second was dropped.
+  assert _table(chief) == [[1, 0], [1, 1]]
 
 
 def test_a_rejoining_chief_skips_the_step_in_flight(job):
@@ -205,6 +233,34 @@ def test_a_rejoining_chief_skips_the_step_in_flight(job):
   assert sync_replicas.read_trace(trace) == [
       sync_replicas.TraceLine(0, [1, 1], [0, 0]), sync_replicas.TraceLine(2, [1, 1], [2, 2])]
   np.testing.assert_allclose(chief.value(chief.w), _expected_w(2), rtol=1e-6)
+  # Worker 1's step-1 gradient was discarded by the rejoin: stale.
+  assert _table(chief) == [[2, 0], [3, 1]]
+
+
+def test_a_gradient_sent_after_its_update_counts_as_stale(backup_job):
+  """One backup worker: each update takes the first two gradients of its step. The
+  third worker of each round sends after the update (its step is over): the
+  accumulators drop its gradient, it goes on with the next step, and its stale count
+  goes up by one; the trace never shows it for that update."""
+  workers, trace = backup_job
+  chief = workers[0]
+  late_ones = (2, 2, 1)
+  for step, late in enumerate(late_ones):
+    on_time = [w for w in workers if w.index != late]
+    _join([w.start() for w in on_time] + [chief.start(chief.update_op)])
+    assert _table(chief)[late] == [step, late_ones[:step].count(late)]
+    _join([workers[late].start()])  # Its gradient for `step` arrives after the update.
+    assert _table(chief)[late] == [step + 1, late_ones[:step + 1].count(late)]
+  assert sync_replicas.read_trace(trace) == [
+      sync_replicas.TraceLine(0, [1, 1, 0], [0, 0, -1]),
+      sync_replicas.TraceLine(1, [1, 1, 0], [1, 1, -1]),
+      sync_replicas.TraceLine(2, [1, 0, 1], [2, -1, 2])]
+  table = _table(chief)
+  assert table == [[3, 0], [3, 1], [3, 2]]
+  assert [s for s, _ in table] == [t + d for t, (_, d) in zip(_taken(
+      sync_replicas.read_trace(trace), 3), table)]
+  np.testing.assert_allclose(chief.value(chief.w), _expected_w(
+      3, counted=((0, 1), (0, 1), (0, 2))), rtol=1e-6)
 
 
 def test_a_stop_token_ends_the_wait_without_a_new_step(job):

@@ -8,6 +8,7 @@ import types
 import pytest
 
 from training import progress
+from deployment.worker_stats import ClusterProgress
 from training.progress import ProgressStep
 
 LINE = re.compile(r'^step (\d+)(?: of \d+)?: loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
@@ -236,3 +237,46 @@ def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_t
   step, values = writer.summaries[1]
   assert values == pytest.approx({'examples_per_sec': 128.0, 'sec_per_step': 0.5,
                                   'input/wait_share': 0.25})
+
+
+class ClusterSession(FakeSession):
+  """A chief's session: each train call also moves every worker's counters (the table of
+  deployment.worker_stats: worker 1 steps twice per call, one of them stale)."""
+
+  def __init__(self, clock, seconds):
+    super().__init__(clock, seconds=seconds)
+    self.table = [[0, 0], [0, 0]]
+
+  def run(self, fetches):
+    if fetches == 'table':
+      return [list(row) for row in self.table]
+    if not isinstance(fetches, list) or len(fetches) == 2:
+      return super().run(fetches)
+    loss, step = super().run(fetches[:2])
+    self.table[0][0] += 1
+    self.table[1] = [self.table[1][0] + 2, self.table[1][1] + 1]
+    return loss, step, {'worker_row': self.table[0]}
+
+
+def test_the_chief_shows_each_workers_rate_and_the_stale_count(clock, caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+  sess, writer = ClusterSession(clock, seconds=0.25), Writer()
+  stats = types.SimpleNamespace(own_row='row', value='table')
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=8, log_every_n_steps=4,
+                         worker_stats=stats, cluster=ClusterProgress(2, sync=True))
+  for _ in range(8):
+    step_fn(sess, 'train_op', 'global_step', {'summary_writer': writer})
+  cluster_lines = [r.getMessage() for r in caplog.records
+                   if r.getMessage().startswith('cluster:')]
+  # 4 calls of 0.25 s between lines: worker 0 4 steps/s, worker 1 8 (half of them stale).
+  assert cluster_lines == [
+      'cluster: steps/sec by worker 0: 4.00, 1: 8.00; stale gradients dropped: 4 '
+      '(worker 1: 4)',
+      'cluster: steps/sec by worker 0: 4.00, 1: 8.00; stale gradients dropped: 8 '
+      '(worker 1: 8)']
+  assert writer.summaries[1][1] == pytest.approx({
+      'examples_per_sec': 32.0, 'sec_per_step': 0.25,
+      'cluster/worker_0/steps_per_sec': 4.0, 'cluster/worker_1/steps_per_sec': 8.0,
+      'cluster/worker_0/stale_gradients': 0, 'cluster/worker_1/stale_gradients': 8,
+      'cluster/stale_gradients': 8})
+  assert (step_fn.worker_steps, step_fn.stale_gradients) == (8, 0)
