@@ -159,10 +159,12 @@ def test_input_wait_counts_each_micro_batch_from_its_own_draws():
     model = accumulation.deploy(config, model_fn, num_micro_batches=2,
                                 optimizer=tf.train.GradientDescentOptimizer(0.1))
     train_op = input_wait.wrap(model.train_op)
-    # Threads to spare: the sleeping ops block two, and a timestamp waiting for a free
-    # thread would count as input wait.
+    # Threads to spare, this session's own (the first session of a process otherwise
+    # sizes every later one's): the sleeping ops block two, and a timestamp waiting for a
+    # free thread would count as input wait.
     proto = session_config.make_session_config(config)
     proto.inter_op_parallelism_threads = 8
+    proto.use_per_session_threads = True
     with tf.Session(config=proto) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       start = time.time()
