@@ -17,16 +17,17 @@ NUM_CLASSES = 3
 STEPS = 3
 CPU = model_deploy.DeploymentConfig(clone_on_cpu=True)
 
-# name -> (network_fn arguments, input shape): built through the factory, in the
-# net's own arg scope (I3D's puts batch norm after every convolution).
+# name -> (network_fn arguments, input shape, the last end point before dropout): built
+# through the factory, in the net's own arg scope (I3D's puts batch norm after every
+# convolution).
 NETS = {
-    'i3d': ({'depth_multiplier': 0.125}, [2, 8, 32, 32, 3]),
-    'lenet': ({'use_batch_norm': True}, [4, 28, 28, 1]),
+    'i3d': ({'depth_multiplier': 0.125}, [2, 8, 32, 32, 3], 'Mixed_5c'),
+    'lenet': ({'use_batch_norm': True}, [4, 28, 28, 1], 'fc3'),
 }
 
 
 def network_fn(net, is_training):
-  kwargs, _ = NETS[net]
+  kwargs, _, _ = NETS[net]
   return nets_factory.get_network_fn(net, NUM_CLASSES, is_training=is_training, **kwargs)
 
 
@@ -38,50 +39,50 @@ def _kind(name):
   return 'weights' if name.endswith('/weights') else 'other'
 
 
-def _randomize_moving_statistics(sess, rng):
+def _randomize_moving_statistics(rng):
+  """One op setting every moving mean/variance to random values."""
+  assigns = []
   for variable in tf.global_variables():
     kind = _kind(variable.op.name)
     if kind in ('moving_mean', 'moving_variance'):
       shape = variable.shape.as_list()
       value = (rng.uniform(0.5, 2.0, shape) if kind == 'moving_variance'
                else rng.randn(*shape) * 0.3)
-      variable.load(value.astype(np.float32), sess)
+      assigns.append(tf.assign(variable, value.astype(np.float32)))
+  return tf.group(*assigns)
 
 
 def train(net, mode):
-  """-> dict: variables before/after STEPS steps; at the start, the logits of the
-  training graph (dropout off), of a training tower with dropout (keep 0.5) and of the
+  """-> dict: variables before/after STEPS steps (dropout keep 0.5); at the start, the
+  last end point before dropout and the logits of the training graph and of the
   inference graph; the update ops and the trainable and model variables."""
-  _, shape = NETS[net]
+  _, shape, features = NETS[net]
   rng = np.random.RandomState(5)
   with tf.Graph().as_default():
     inputs = tf.constant(rng.uniform(-1, 1, shape).astype(np.float32))
     labels = tf.one_hot(np.arange(shape[0]) % NUM_CLASSES, NUM_CLASSES)
 
     def model_fn():
-      logits, _ = network_fn(net, is_training=True)(
-          inputs, dropout_keep_prob=1.0, freeze_batch_norm=mode)
+      logits, end_points = network_fn(net, is_training=True)(
+          inputs, dropout_keep_prob=0.5, freeze_batch_norm=mode)
       tf.losses.softmax_cross_entropy(labels, logits)
-      return logits
+      return end_points[features], logits
 
     deployed = model_deploy.deploy(CPU, model_fn,
                                    optimizer=tf.train.GradientDescentOptimizer(0.5))
     with tf.name_scope('inference'), tf.variable_scope(tf.get_variable_scope(), reuse=True):
-      inference_logits, _ = network_fn(net, is_training=False)(inputs)
-    with tf.name_scope('dropout'), tf.variable_scope(tf.get_variable_scope(), reuse=True):
-      dropout_logits, _ = network_fn(net, is_training=True)(
-          inputs, dropout_keep_prob=0.5, freeze_batch_norm=mode)
+      inference_logits, end_points = network_fn(net, is_training=False)(inputs)
     variables = {v.op.name: v for v in tf.global_variables() if _kind(v.op.name) != 'other'}
     result = {'update_ops': tf.get_collection(tf.GraphKeys.UPDATE_OPS),
               'trainable': {v.op.name for v in tf.trainable_variables()},
               'model_variables': {v.op.name for v in slim.get_model_variables()}}
+    randomize = _randomize_moving_statistics(rng)
     with tf.Session(config=session_config.make_session_config(CPU)) as sess:
       sess.run(tf.global_variables_initializer())
-      _randomize_moving_statistics(sess, rng)
+      sess.run(randomize)
       result['before'] = sess.run(variables)
-      (result['training_logits'], result['inference_logits'],
-       result['dropout_logits']) = sess.run(
-           [deployed.clones[0].outputs, inference_logits, dropout_logits])
+      (result['training'], result['inference']) = sess.run(
+          [deployed.clones[0].outputs, (end_points[features], inference_logits)])
       for _ in range(STEPS):
         sess.run(deployed.train_op)
       result['after'] = sess.run(variables)
@@ -107,10 +108,13 @@ def test_frozen_batch_norm_keeps_its_statistics_and_uses_them(net, mode):
   assert result['update_ops'] == []
   assert _changed(result, 'moving_mean') == set()
   assert _changed(result, 'moving_variance') == set()
-  # Normalised with the moving statistics: the training graph gives the inference
-  # graph's logits on the same weights.
-  np.testing.assert_allclose(result['training_logits'], result['inference_logits'],
+  # Normalised with the moving statistics: up to dropout, the training graph computes
+  # the inference graph's features on the same weights ...
+  np.testing.assert_allclose(result['training'][0], result['inference'][0],
                              rtol=1e-4, atol=1e-5)
+  # ... and dropout still follows is_training: on in the training graph's logits.
+  assert not np.allclose(result['training'][1], result['inference'][1],
+                         rtol=1e-3, atol=1e-3)
   weights = _of_kind(result['before'], 'weights')
   assert _changed(result, 'weights') == set(weights)        # Everything else trains.
   betas = set(_of_kind(result['before'], 'beta'))
@@ -120,9 +124,6 @@ def test_frozen_batch_norm_keeps_its_statistics_and_uses_them(net, mode):
     assert _changed(result, 'beta') == set()
     assert not betas & result['trainable']                  # Fixed, ...
     assert betas <= result['model_variables']               # ... and still checkpointed.
-  # Dropout still follows is_training: on in the training graph.
-  assert not np.allclose(result['dropout_logits'], result['inference_logits'],
-                         rtol=1e-3, atol=1e-3)
 
 
 def test_unfrozen_batch_norm_trains_its_statistics():
@@ -130,7 +131,7 @@ def test_unfrozen_batch_norm_trains_its_statistics():
   result = train('lenet', batch_norm.NONE)
   assert result['update_ops']
   assert _changed(result, 'moving_mean') == set(_of_kind(result['before'], 'moving_mean'))
-  assert not np.allclose(result['training_logits'], result['inference_logits'],
+  assert not np.allclose(result['training'][0], result['inference'][0],
                          rtol=1e-3, atol=1e-3)
 
 
