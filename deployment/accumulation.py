@@ -12,10 +12,14 @@ How the step is built
       (`clone_i`, or none with one clone), so placement checks and summaries read it as
       before. Micro-batch k > 0 is built again by `create_clones` with the variables
       reused, under the name scope `micro_batch_k` (`micro_batch_k/clone_i`).
-    * Every op of micro-batch k waits (a control dependency) for the running gradient
-      sum that includes micro-batch k-1 and for k-1's batch-norm updates. The micro-batches
-      therefore run one after another: a device holds the activations of ONE micro-batch
-      at a time, plus the running sum of the gradients (the memory this is for).
+    * Micro-batch k is built under a control dependency on the running gradient sum that
+      includes micro-batch k-1 and on k-1's batch-norm updates: its batch draw, and every
+      op of it that takes no input from micro-batch k itself, waits for them, and the
+      rest follows by data dependency. The micro-batches therefore run one after another:
+      a device holds the activations of ONE micro-batch at a time, plus the running sum
+      of the gradients (the memory this is for). model_fn must draw its batch in the
+      graph (an iterator's get_next, as the trainer does): TensorFlow drops the control
+      inputs of a fed placeholder, so fed batches give the same update without that order.
     * Gradients of one micro-batch are `model_deploy.optimize_clones`' (each clone's loss
       scaled by 1/num_clones, the clones' gradients summed, regularization once); the
       update gets their mean over the K micro-batches, so regularization still counts
@@ -25,7 +29,11 @@ Why inside one run and not over K runs
     Nothing of an accumulation outlives its step: there is no accumulator variable to
     checkpoint, restore or reset, so a checkpoint, a SIGTERM, a restart or a synchronous
     chief only ever sees whole updates, and a sync worker still sends one gradient per
-    step. The cost is a graph K times the model's (built once, at start-up).
+    step. The costs: a graph K times the model's (built once, at start-up); each
+    micro-batch's gradient is added on the optimizer's device (the worker CPU, where
+    model_deploy sums the clones' and the update runs); and the summary op, which shows
+    the mean loss, runs the K forward passes (and K-1 backward ones, which micro-batch k
+    waits for) whenever it is evaluated, as it already runs every clone's forward pass.
 
 Batch norm
     Each micro-batch is normalised with its OWN batch statistics (accumulation does not
