@@ -397,7 +397,7 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
   var_list = options.var_list() if callable(options.var_list) else options.var_list
   if var_list is not None and not list(var_list):
     raise ValueError('variables_to_train is empty: no variable would be trained')
-  total_loss, grads_and_vars = optimize_clones(
+  total_loss, grads_and_vars = options.optimize_fn(
       clones, optimizer, **({'var_list': list(var_list)} if var_list is not None else {}))
   if not grads_and_vars:
     raise ValueError('no variable receives a gradient from the clones\' losses: check '
@@ -427,12 +427,12 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
 
 DeployOptions = collections.namedtuple('DeployOptions', [
     'summarize_gradients', 'clip_gradient_norm', 'var_list', 'moving_average',
-    'moving_average_variables'])
+    'moving_average_variables', 'optimize_fn'])
 
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, clip_gradient_norm=0.0, variables_to_train=None,
-           moving_average=None, moving_average_variables=None):
+           moving_average=None, moving_average_variables=None, optimize_fn=optimize_clones):
   """Builds the clones and, with an optimizer, one train op for all of them.
 
   Args:
@@ -447,6 +447,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       callable returning them, called after the clones (and so the variables) exist.
     moving_average: an optional `tf.train.ExponentialMovingAverage`, applied after each
       update to `moving_average_variables` (default: slim.get_model_variables()).
+    optimize_fn: (clones, optimizer, **kwargs) -> (total_loss, grads_and_vars), as
+      `optimize_clones`; `deployment.accumulation` passes one adding micro-batches.
 
   Returns:
     A `DeployedModel`. The global step is created (or reused) on the variables device.
@@ -464,7 +466,7 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       if moving_average is not None and moving_average_variables is None:
         moving_average_variables = slim.get_model_variables()
       options = DeployOptions(summarize_gradients, clip_gradient_norm, variables_to_train,
-                              moving_average, moving_average_variables)
+                              moving_average, moving_average_variables, optimize_fn)
       train_op, total_loss, own_summaries = _build_train_op(
           config, clones, optimizer, global_step, update_ops, options)
       summaries |= set(own_summaries)

@@ -29,6 +29,7 @@ block; the checkpoint name maps (nets/i3d_checkpoints.py) translate the old name
 """
 
 from tf_compat import tf, slim
+from nets import batch_norm
 from nets.scopes import reentrant_variable_scope
 
 # The end points `i3d_base` can stop at, in graph order.
@@ -204,7 +205,7 @@ def _logits(net, num_classes, dropout_keep_prob, spatial_squeeze):
 
 def i3d(inputs, num_classes=400, is_training=True, dropout_keep_prob=0.8,
         prediction_fn=slim.softmax, spatial_squeeze=True, depth_multiplier=1.0,
-        min_depth=8, reuse=None, scope='InceptionV1'):
+        min_depth=8, reuse=None, scope='InceptionV1', freeze_batch_norm='none'):
   """The I3D classifier.
 
   Args:
@@ -222,6 +223,8 @@ def i3d(inputs, num_classes=400, is_training=True, dropout_keep_prob=0.8,
     min_depth: the smallest width depth_multiplier may leave.
     reuse: reuse the variables of `scope` (give `scope` to reuse).
     scope: variable scope name.
+    freeze_batch_norm: 'none', 'statistics' or 'all' (nets/batch_norm.py): while
+      training, batch norm may use (and keep) its moving statistics, and keep beta.
 
   Returns:
     (logits, end_points): logits [batch, num_classes], the per-window logits
@@ -229,7 +232,8 @@ def i3d(inputs, num_classes=400, is_training=True, dropout_keep_prob=0.8,
     every BASE_ENDPOINTS entry, Logits and Predictions.
   """
   with (tf.variable_scope(scope, 'InceptionV1', [inputs], reuse=reuse) as net_scope,
-        slim.arg_scope([slim.batch_norm, slim.dropout], is_training=is_training)):
+        slim.arg_scope([slim.dropout], is_training=is_training),
+        batch_norm.batch_norm_scope(is_training, freeze_batch_norm)):
     net, end_points = i3d_base(inputs, depth_multiplier=depth_multiplier,
                                min_depth=min_depth, scope=net_scope)
     with tf.variable_scope('Logits'):

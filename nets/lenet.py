@@ -13,6 +13,7 @@ drops their biases, as slim layers do whenever a normalizer is set.
 """
 
 from tf_compat import tf, slim
+from nets import batch_norm
 from nets.scopes import reentrant_variable_scope
 
 # The end points `lenet_base` can stop at, in graph order.
@@ -54,7 +55,7 @@ def _base_layers():
 
 
 def lenet_base(inputs, final_endpoint='fc3', use_batch_norm=False,
-               is_training=False, scope='LeNet'):
+               is_training=False, scope='LeNet', freeze_batch_norm='none'):
   """Builds LeNet from the input up to `final_endpoint` (at most fc3).
 
   Args:
@@ -66,6 +67,7 @@ def lenet_base(inputs, final_endpoint='fc3', use_batch_norm=False,
       tf.GraphKeys.UPDATE_OPS when True, moving averages when False). Unused
       without batch norm.
     scope: variable scope name or object.
+    freeze_batch_norm: 'none', 'statistics' or 'all' (nets/batch_norm.py).
 
   Returns:
     (net, end_points): the `final_endpoint` tensor and a dict name -> tensor of
@@ -86,7 +88,8 @@ def lenet_base(inputs, final_endpoint='fc3', use_batch_norm=False,
   with (reentrant_variable_scope(scope, 'LeNet', [inputs]),
         slim.arg_scope([slim.conv2d, slim.fully_connected],
                        normalizer_fn=normalizer_fn),
-        slim.arg_scope([slim.batch_norm], is_training=is_training, fused=False)):
+        slim.arg_scope([slim.batch_norm], fused=False),
+        batch_norm.batch_norm_scope(is_training, freeze_batch_norm)):
     net = inputs
     for name, layer in _base_layers():
       net = end_points[name] = layer(net)
@@ -96,7 +99,8 @@ def lenet_base(inputs, final_endpoint='fc3', use_batch_norm=False,
 
 
 def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
-          prediction_fn=slim.softmax, scope='LeNet', use_batch_norm=False):
+          prediction_fn=slim.softmax, scope='LeNet', use_batch_norm=False,
+          freeze_batch_norm='none'):
   """Slim's LeNet classifier.
 
   Args:
@@ -108,6 +112,8 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
     prediction_fn: maps logits to the 'Predictions' end point.
     scope: variable scope name.
     use_batch_norm: batch norm on conv1, conv2 and fc3 (see `lenet_base`).
+    freeze_batch_norm: 'none', 'statistics' or 'all' (nets/batch_norm.py); dropout
+      still follows is_training.
 
   Returns:
     (logits, end_points): logits [batch, num_classes] (or fc3 features, see
@@ -116,7 +122,8 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
   """
   with tf.variable_scope(scope, 'LeNet', [images]) as net_scope:
     net, end_points = lenet_base(images, use_batch_norm=use_batch_norm,
-                                 is_training=is_training, scope=net_scope)
+                                 is_training=is_training, scope=net_scope,
+                                 freeze_batch_norm=freeze_batch_norm)
     if not num_classes:
       return net, end_points
     net = end_points['dropout3'] = slim.dropout(

@@ -88,6 +88,13 @@ class TrainConfig:
   preprocessing_name: Optional[str] = param(
       None, 'The preprocessing to use; unset = the network\'s own.')
   batch_size: int = param(32, 'The number of samples in each batch, PER CLONE.')
+  num_micro_batches: int = param(
+      1, 'Gradient accumulation: each clone runs K batches of --batch_size one after '
+      'another inside one step and the update applies their mean gradient, so the global '
+      'batch is batch_size x num_clones x K (x replicas aggregated) while memory holds one '
+      'batch; batch norm still sees one batch at a time. Elsewhere: Horovod '
+      'backward_passes_per_step, mmaction2 accumulative_counts, PyTorch Lightning '
+      'accumulate_grad_batches, fairseq --update-freq.')
   train_image_size: Optional[int] = param(None, 'Train image size; unset = network\'s.')
   clip_frames: Optional[int] = param(
       None, 'Video nets: frames per training clip; unset = the network\'s (i3d: 64). '
@@ -116,6 +123,12 @@ class TrainConfig:
       (), 'Scopes of variables to train; unset = all trainable variables.')
   ignore_missing_vars: bool = param(
       False, 'When restoring, skip variables the checkpoint does not hold.')
+  freeze_batch_norm: str = param(
+      'none', 'Batch norm while training (nets with batch norm: i3d, lenet with '
+      '--use_batch_norm): none = batch statistics, moving averages updated; statistics = '
+      'normalise with the moving mean/variance (the checkpoint\'s) and keep them, for the '
+      'small per-device batches of fine-tuning (dropout still trains); all = also keep '
+      'beta/gamma fixed (not trained).')
   # Cluster (docs/cluster.md): addresses, or TF_CONFIG, and the lifecycle timeouts.
   ps_hosts: Tuple[str, ...] = param(
       (), 'Parameter servers, host:port,...; with --worker_hosts and --job_name this task '

@@ -1,9 +1,11 @@
 """Optimizers and learning-rate schedules, each a registry keyed by slim's flag values.
 
 Batch semantics: one global step applies the mean gradient of the GLOBAL batch,
-    global batch = batch_size (per clone) x num_clones x replicas aggregated per step,
+    global batch = batch_size (per clone) x num_clones x num_micro_batches
+                   x replicas aggregated per step,
 where replicas aggregated is replicas_to_aggregate with sync_replicas and 1 otherwise
-(asynchronous workers each move the global step). Epoch-based decay and warmup are
+(asynchronous workers each move the global step), and num_micro_batches the batches each
+clone accumulates per step (deployment/accumulation.py). Epoch-based decay and warmup are
 converted to steps with that global batch, so adding clones or workers does not stretch
 the schedule (slim divided by the per-clone batch: N clones decayed N times too late).
 """
@@ -13,13 +15,19 @@ import math
 from tf_compat import tf
 
 __all__ = ['OPTIMIZERS', 'LEARNING_RATE_SCHEDULES', 'global_batch_size', 'steps_per_epoch',
-           'decay_steps', 'configure_learning_rate', 'configure_optimizer']
+           'decay_steps', 'configure_learning_rate', 'configure_optimizer',
+           'examples_per_worker_step']
+
+
+def examples_per_worker_step(config):
+  """Examples one worker's step runs: per-clone batch x clones x micro-batches."""
+  return config.batch_size * config.num_clones * config.num_micro_batches
 
 
 def global_batch_size(config):
   """Examples whose mean gradient one global step applies."""
   aggregated = config.replicas_to_aggregate if config.sync_replicas else 1
-  return config.batch_size * config.num_clones * aggregated
+  return examples_per_worker_step(config) * aggregated
 
 
 def steps_per_epoch(config, num_samples):

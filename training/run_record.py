@@ -22,10 +22,12 @@ from tensorboard.summary import v1 as summary_v1
 
 from checkpoints import end_marker, paths
 from core.files import write_text_atomically
+from training import optimization
 from training.config import TrainConfig
 from tf_compat import tf
 
-__all__ = ['FLAGFILE', 'flag_lines', 'start_run', 'write_run_summaries', 'end_run']
+__all__ = ['FLAGFILE', 'flag_lines', 'per_clone_batch', 'start_run', 'write_run_summaries',
+           'end_run']
 
 FLAGFILE = 'flags.cfg'
 # Where the run was, not what it was: left out of the replayable flagfile.
@@ -49,6 +51,13 @@ def flag_lines(config):
           and getattr(config, field.name) != ()]
 
 
+def per_clone_batch(config):
+  """'8 per clone', or '3 per clone x 2 micro-batches' with gradient accumulation."""
+  if config.num_micro_batches == 1:
+    return '%d per clone' % config.batch_size
+  return '%d per clone x %d micro-batches' % (config.batch_size, config.num_micro_batches)
+
+
 def _topology(config, setup):
   deploy_config = setup.deploy_config
   rows = [('job', 'worker task %d of %d, %d ps task(s), %s'
@@ -57,8 +66,9 @@ def _topology(config, setup):
               ('async' if config.worker_replicas > 1 else 'local'))),
           ('clones', '%d on %s' % (config.num_clones, ', '.join(
               deploy_config.clone_device(i) for i in range(config.num_clones)))),
-          ('batch', '%d per clone, %d per worker step, %d global'
-           % (config.batch_size, config.batch_size * config.num_clones, setup.global_batch)),
+          ('batch', '%s, %d per worker step, %d global'
+           % (per_clone_batch(config), optimization.examples_per_worker_step(config),
+              setup.global_batch)),
           ('data', '%s/%s, %d examples' % (config.dataset_name, config.dataset_split_name,
                                             setup.dataset.num_samples)),
           ('model', config.model_name)]

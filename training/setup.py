@@ -6,6 +6,7 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 """
 
 import dataclasses
+import inspect
 
 from checkpoints import paths, restore
 from core.errors import require
@@ -13,7 +14,7 @@ from core.params import ConfigError
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy
 from deployment.gpu_options import check_gpu_options
-from nets import nets_factory
+from nets import batch_norm, nets_factory
 from resolve import names
 from tf_compat import tf
 from training import optimization
@@ -39,8 +40,8 @@ class TrainSetup:
 
 
 def _check_positive_ints(config):
-  for name in ('batch_size', 'num_clones', 'worker_replicas', 'replicas_to_aggregate',
-               'num_readers', 'num_preprocessing_threads'):
+  for name in ('batch_size', 'num_clones', 'num_micro_batches', 'worker_replicas',
+               'replicas_to_aggregate', 'num_readers', 'num_preprocessing_threads'):
     value = getattr(config, name)
     require(value >= 1, '--%s=%d must be >= 1' % (name, value))
   for name in ('num_ps_tasks', 'task', 'log_every_n_steps', 'save_summaries_secs',
@@ -169,11 +170,33 @@ def _input_settings(config, spec, kind):
       repeat_first_frame=config.repeat_first_frame)
 
 
+def _check_freeze_batch_norm(config, spec):
+  """--freeze_batch_norm names a mode, and the network has batch norm to freeze."""
+  mode = config.freeze_batch_norm
+  require(mode in batch_norm.FREEZE_MODES, '--freeze_batch_norm=%s is not known; valid: %s'
+          % (mode, ', '.join(batch_norm.FREEZE_MODES)))
+  if mode == batch_norm.NONE:
+    return
+  parameters = inspect.signature(spec.net_fn).parameters
+  with_batch_norm = [name for name in nets_factory.list_networks() if 'freeze_batch_norm'
+                     in inspect.signature(nets_factory.get_network_spec(name).net_fn).parameters]
+  require('freeze_batch_norm' in parameters, '--freeze_batch_norm=%s: --model_name=%s has '
+          'no batch norm to freeze; networks with batch norm: %s'
+          % (mode, config.model_name, ', '.join(with_batch_norm)))
+  if 'use_batch_norm' in parameters:
+    uses = (parameters['use_batch_norm'].default if config.use_batch_norm is None
+            else config.use_batch_norm)
+    require(uses, '--freeze_batch_norm=%s: --model_name=%s has batch norm only with '
+            '--use_batch_norm' % (mode, config.model_name))
+
+
 def _network_kwargs(config, dataset):
   """The net arguments the flags set, checked against the network's signature."""
   kwargs = {name: getattr(config, name)
             for name in ('use_batch_norm', 'dropout_keep_prob', 'depth_multiplier')
             if getattr(config, name) is not None}
+  if config.freeze_batch_norm != batch_norm.NONE:
+    kwargs['freeze_batch_norm'] = config.freeze_batch_norm
   if config.dropout_keep_prob is not None:
     require(0.0 < config.dropout_keep_prob <= 1.0, '--dropout_keep_prob=%r must be in '
              '(0, 1]' % config.dropout_keep_prob)
@@ -235,6 +258,7 @@ def check_train_config(config):
   dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,
                                 config.dataset_dir)
   kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
+  _check_freeze_batch_norm(config, spec)
   _check_input_flags(config, kind)
   require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))

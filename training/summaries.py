@@ -15,8 +15,11 @@ From Python (written by the progress step at each progress line, `write_scalars`
 InputWait measures how long each step waits for its input: every clone draws its batch
 between two `tf.timestamp`s, and a step waits from its first draw starting until its last
 batch has arrived (the clones' compute needs those batches, so nothing else overlaps that
-wait but the other clones' draws). The waits add up in a local variable; the share is the
-added wait over the wall time between two progress lines. A prefetch buffer's fill level
+wait but the other clones' draws). With --num_micro_batches=K the clones draw K times a
+step, micro-batch k only after k-1 is computed: the wait is counted per micro-batch (its
+clones' draws, from the first start to the last arrival) and the K waits add up. The
+waits add up in a local variable; the share is the added wait over the wall time between
+two progress lines. A prefetch buffer's fill level
 is not shown: TensorFlow 2.21 has no stats aggregator for tf.data in graph mode, and no
 honest measure of it remains.
 """
@@ -27,9 +30,15 @@ __all__ = ['InputWait', 'add_clone_summaries', 'write_scalars']
 
 
 class InputWait:
-  """Times each clone's batch draw; `total` adds up the seconds steps waited for input."""
+  """Times each clone's batch draw; `total` adds up the seconds steps waited for input.
 
-  def __init__(self):
+  Args:
+    draws_per_micro_batch: draws that start together (the clones'); successive groups of
+      that many draws are micro-batches, waited for one after another.
+  """
+
+  def __init__(self, draws_per_micro_batch=1):
+    self._group = draws_per_micro_batch
     self._starts, self._arrivals = [], []
     self.total = None
 
@@ -52,8 +61,10 @@ class InputWait:
       self.total = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                collections=[tf.GraphKeys.LOCAL_VARIABLES],
                                name='input_wait_seconds')
-      wait = tf.reduce_max(tf.stack(self._arrivals)) - tf.reduce_min(tf.stack(self._starts))
-      add = self.total.assign_add(wait)
+      waits = [tf.reduce_max(tf.stack(self._arrivals[i:i + self._group]))
+               - tf.reduce_min(tf.stack(self._starts[i:i + self._group]))
+               for i in range(0, len(self._starts), self._group)]
+      add = self.total.assign_add(tf.add_n(waits))
     with tf.control_dependencies([add]):
       return tf.identity(train_op, name='train_op_with_input_wait')
 

@@ -2,7 +2,8 @@
 
 Wiring only: the input of the dataset's kind from `datasets.inputs.input_factory` (built on
 `inputs_device()`, each batch finished on its clone), the network from
-`nets/`, clones and the train op from `deployment.model_deploy.deploy`, and the loop is
+`nets/`, clones and the train op from `deployment.model_deploy.deploy` (through
+`deployment.accumulation.deploy`, which adds --num_micro_batches), and the loop is
 `training.session_loop.supervised_train` (slim.learning.train's Supervisor loop, kept here
 so that cluster jobs end cleanly) with `training.progress.ProgressStep`. Only the chief (task 0) writes
 checkpoints and summaries.
@@ -14,7 +15,7 @@ import os
 
 from absl import logging
 
-from deployment import cluster, model_deploy, placement, sync_replicas, worker_stats
+from deployment import accumulation, cluster, placement, sync_replicas, worker_stats
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -156,14 +157,15 @@ def build_training_graph(config, setup):
   stats = _worker_stats(config, global_step)
   optimizer, learning_rate = _optimizer(config, setup, global_step, moving_average, stats)
   iterator = _input_iterator(setup)
-  input_wait = summaries.InputWait()
+  input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
   if config.trainable_scopes:
     variables_to_train = lambda: _variables_to_train(config)
-  deployed = model_deploy.deploy(
-      deploy_config, clone_fn, optimizer=optimizer,
+  deployed = accumulation.deploy(
+      deploy_config, clone_fn, num_micro_batches=config.num_micro_batches,
+      optimizer=optimizer,
       summarize_gradients=config.summarize_gradients,
       clip_gradient_norm=config.clip_gradient_norm,
       variables_to_train=variables_to_train,
@@ -190,9 +192,10 @@ def _log_startup(config, setup):
                config.task, config.worker_replicas, config.num_clones, asked,
                config.num_ps_tasks, 'sync' if config.sync_replicas else
                ('async' if config.worker_replicas > 1 else 'local'))
-  logging.info('Batch: %d per clone, %d per worker step, %d global (mean gradient per '
+  logging.info('Batch: %s, %d per worker step, %d global (mean gradient per '
                'update); %d examples in %s/%s, %.1f steps per epoch',
-               config.batch_size, config.batch_size * config.num_clones,
+               run_record.per_clone_batch(config),
+               optimization.examples_per_worker_step(config),
                setup.global_batch, setup.dataset.num_samples, config.dataset_name,
                config.dataset_split_name, setup.steps_per_epoch)
   inputs = setup.input.describe(setup.input_settings, setup.dataset)
@@ -243,7 +246,7 @@ def train(config, stop_event=None):
   run_record.start_run(config, setup)
   with tf.Graph().as_default():
     graph = build_training_graph(config, setup)
-    step_fn = ProgressStep(config.batch_size * config.num_clones,
+    step_fn = ProgressStep(optimization.examples_per_worker_step(config),
                            number_of_steps=config.max_number_of_steps,
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,

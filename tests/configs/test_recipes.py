@@ -1,6 +1,7 @@
 """Every recipe in configs/: it parses into a TrainConfig whose rules hold, opens with the
 command that runs it and what to expect, and the fine-tuning recipes follow I3D_Finetune's
-schedule in epochs (boundaries and learning rates scaled with the batch)."""
+schedule in epochs (boundaries and learning rates scaled with the batch); the 6 GB ones
+reach its batch of 6 by accumulating micro-batches, with batch norm frozen."""
 
 import glob
 import os
@@ -9,6 +10,7 @@ import re
 import pytest
 from absl import flags
 
+from nets import nets_factory
 from training.config import TrainConfig
 from core.params import config_from_flags, define_flags
 from training import setup as train_setup
@@ -42,6 +44,8 @@ def test_recipe_parses_and_passes_the_rules_that_need_no_data(path):
   train_setup._check_positive_ints(config)  # pylint: disable=protected-access
   train_setup._check_optimizer(config)  # pylint: disable=protected-access
   train_setup._check_learning_rate(config)  # pylint: disable=protected-access
+  train_setup._check_freeze_batch_norm(  # pylint: disable=protected-access
+      config, nets_factory.get_network_spec(config.model_name))
   with open(path) as handle:
     header = [line for line in handle if line.startswith('#')]
   text = ''.join(header)
@@ -59,7 +63,7 @@ def test_fine_tuning_follows_the_published_schedule_in_epochs(path):
   assert config.momentum == 0.9 and config.dropout_keep_prob == 0.36
   assert config.weight_decay == 7e-7
   assert config.checkpoint_exclude_scopes == ('InceptionV1/Logits',)
-  batch = config.batch_size * config.num_clones
+  batch = config.batch_size * config.num_clones * config.num_micro_batches
   epochs_of = lambda steps, videos: steps * batch / videos
   published_epochs = [b * 6 / TRAIN_VIDEOS['ucf101'] for b in PUBLISHED_BOUNDARIES]
   epochs = [epochs_of(b, TRAIN_VIDEOS[dataset]) for b in config.learning_rate_boundaries]
@@ -69,3 +73,12 @@ def test_fine_tuning_follows_the_published_schedule_in_epochs(path):
   assert config.learning_rate_values == pytest.approx(
       [v * batch / 6 for v in PUBLISHED_VALUES], rel=1e-2)
   assert config.learning_rate == config.learning_rate_values[0]
+
+
+@pytest.mark.parametrize('path', [p for p in FINE_TUNING if p.endswith('_6gb.cfg')],
+                         ids=os.path.basename)
+def test_small_gpu_recipes_reach_the_published_batch_with_frozen_batch_norm(path):
+  config = parse(path)
+  assert (config.batch_size, config.num_micro_batches, config.num_clones) == (3, 2, 1)
+  assert config.learning_rate_values == pytest.approx(PUBLISHED_VALUES)
+  assert config.freeze_batch_norm == 'all'

@@ -27,6 +27,9 @@ NUM_SAMPLES = 1437  # digits train split
     (dict(batch_size=10, num_clones=3), 30),
     (dict(num_clones=2, replicas_to_aggregate=3, sync_replicas=True), 192),
     (dict(num_clones=2, replicas_to_aggregate=3, sync_replicas=False), 64),  # async
+    (dict(batch_size=3, num_micro_batches=2), 6),
+    (dict(num_clones=2, num_micro_batches=3, replicas_to_aggregate=2, sync_replicas=True),
+     384),
 ])
 def test_global_batch_size(changes, global_batch):
   config = TrainConfig(**changes)
@@ -41,6 +44,8 @@ def test_global_batch_size(changes, global_batch):
     (dict(num_clones=2, replicas_to_aggregate=3, sync_replicas=True), 14),  # int(14.97)
     (dict(num_clones=2, num_epochs_per_decay=0.5), 11),  # int(11.23)
     (dict(batch_size=2000, num_epochs_per_decay=0.5), 1),  # int(0.36) -> at least 1
+    (dict(batch_size=16, num_micro_batches=2), 89),      # global batch 32, as 1 x 32
+    (dict(num_micro_batches=4), 22),                   # int(1437 / 128 * 2) = int(22.45)
 ])
 def test_decay_steps_use_the_global_batch(changes, steps):
   assert optimization.decay_steps(TrainConfig(**changes), NUM_SAMPLES) == steps

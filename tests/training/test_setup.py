@@ -54,6 +54,10 @@ def test_valid_config_resolves_everything(valid):
           num_ps_tasks=1, replicas_to_aggregate=3, sync_replicas=True), 96),
     (dict(batch_size=8, num_clones=1, worker_replicas=4, num_ps_tasks=2, task=3,
           replicas_to_aggregate=2, sync_replicas=True), 16),
+    # Micro-batches: each clone accumulates num_micro_batches batches per update.
+    (dict(batch_size=3, num_micro_batches=2), 6),
+    (dict(batch_size=4, num_clones=2, clone_on_cpu=True, num_micro_batches=3, worker_replicas=2,
+          num_ps_tasks=1, replicas_to_aggregate=2, sync_replicas=True), 48),
 ])
 def test_global_batch_and_steps_per_epoch(valid, changes, global_batch):
   setup = check_train_config(dataclasses.replace(valid, **changes))
@@ -200,6 +204,14 @@ RULES = [
     ('labels_offset_too_large', dict(labels_offset=10), 'labels_offset', ['10']),
     ('train_image_size_zero', dict(train_image_size=0), 'train_image_size', []),
     ('train_image_size_negative', dict(train_image_size=-5), 'train_image_size', ['-5']),
+    ('num_micro_batches_zero', dict(num_micro_batches=0), 'num_micro_batches', ['>= 1']),
+    ('unknown_freeze_batch_norm', dict(freeze_batch_norm='stats'), 'freeze_batch_norm',
+     ['stats', 'none, statistics, all']),
+    ('freeze_batch_norm_without_batch_norm', dict(freeze_batch_norm='all',
+                                                  model_name='cifarnet'),
+     'freeze_batch_norm', ['cifarnet', 'i3d, lenet']),
+    ('freeze_batch_norm_lenet_without_batch_norm', dict(freeze_batch_norm='statistics'),
+     'freeze_batch_norm', ['--use_batch_norm']),
 ]
 
 
@@ -282,6 +294,14 @@ def test_checkpoint_directory_without_checkpoint(valid, tmp_path):
   with pytest.raises(ConfigError) as error:
     check_train_config(dataclasses.replace(valid, checkpoint_path=str(tmp_path)))
   assert '--checkpoint_path' in str(error.value)
+
+
+@pytest.mark.parametrize('mode', ['statistics', 'all'])
+def test_frozen_batch_norm_reaches_the_network(valid, mode):
+  setup = check_train_config(dataclasses.replace(valid, use_batch_norm=True,
+                                                 freeze_batch_norm=mode))
+  assert setup.network_kwargs == {'use_batch_norm': True, 'freeze_batch_norm': mode}
+  assert 'freeze_batch_norm' not in check_train_config(valid).network_kwargs
 
 
 def test_labels_offset_below_num_classes_is_accepted(valid):

@@ -19,9 +19,10 @@ from tensorboard.backend.event_processing import event_accumulator
 from checkpoints import end_marker
 from core.params import config_from_flags, define_flags
 from datasets.inputs import input_factory
+from deployment import accumulation, model_deploy, session_config
 from tests.training.test_train import make_config, train_with_timeout
 from tf_compat import tf
-from training import run_record
+from training import run_record, summaries
 from training.config import TrainConfig
 
 
@@ -137,3 +138,39 @@ def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
   train_with_timeout(make_config(digits_dir, stopped_dir, max_number_of_steps=None),
                      stop_event=stop)
   assert end_marker.read_end_marker(str(stopped_dir)).status == 'stopped'
+
+
+def test_input_wait_counts_each_micro_batch_from_its_own_draws():
+  """Two micro-batches of 2 clones: micro-batch 1 draws only after micro-batch 0's compute
+  (0.5 s here), which is no input wait; the batches themselves are ready at once."""
+  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+  sleep = lambda x: (time.sleep(0.5), x)[1]
+  with tf.Graph().as_default():
+    iterator = tf.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensors(tf.ones([2, 3])).repeat())
+    input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
+
+    def model_fn():
+      batch = input_wait.draw(iterator.get_next)
+      weights = tf.get_variable('w', initializer=tf.ones([3]))
+      slow = tf.py_function(sleep, [batch * weights], tf.float32)
+      tf.losses.add_loss(tf.reduce_sum(tf.reshape(slow, [2, 3])) * weights[0])
+
+    model = accumulation.deploy(config, model_fn, num_micro_batches=2,
+                                optimizer=tf.train.GradientDescentOptimizer(0.1))
+    train_op = input_wait.wrap(model.train_op)
+    # Threads to spare, this session's own (the first session of a process otherwise
+    # sizes every later one's): the sleeping ops block two, and a timestamp waiting for a
+    # free thread would count as input wait.
+    proto = session_config.make_session_config(config)
+    proto.inter_op_parallelism_threads = 8
+    proto.use_per_session_threads = True
+    with tf.Session(config=proto) as sess:
+      sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+      start = time.time()
+      sess.run(train_op)
+      elapsed = time.time() - start
+      waited = sess.run(input_wait.total)
+  assert elapsed >= 1.0          # Two micro-batches of 0.5 s, one after the other ...
+  assert 0 <= waited < 0.25      # ... and between them no wait for input was counted
+                                 # (one span over all 4 draws would count >= 0.5 s).

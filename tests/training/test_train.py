@@ -359,6 +359,24 @@ def test_moving_average_shadows_in_checkpoint(digits_dir, tmp_path, spy):
                                err_msg=name)
 
 
+def test_frozen_batch_norm_flag_keeps_batch_norm_and_trains_the_rest(digits_dir, tmp_path,
+                                                                      spy):
+  """--freeze_batch_norm=all with --num_micro_batches=2, as the 6 GB recipes train (the
+  network-level contrast with unfrozen batch norm is tests/nets/test_batch_norm.py's)."""
+  config = make_config(digits_dir, tmp_path / 'train', num_clones=1, max_number_of_steps=3,
+                       use_batch_norm=True, freeze_batch_norm='all', num_micro_batches=2)
+  result = train_with_timeout(config)
+  assert result.global_step == 3
+  values, start = checkpoint_values(result.checkpoint), spy().start_values
+  frozen = [name for name in start if name.rsplit('/', 1)[-1] in
+            ('moving_mean', 'moving_variance', 'beta')]
+  assert len(frozen) == 9                  # conv1, conv2 and fc3 have batch norm.
+  for name in frozen:
+    np.testing.assert_array_equal(values[name], start[name], err_msg=name)
+  for name in ('LeNet/conv1/weights', 'LeNet/fc3/weights', 'LeNet/fc4/weights'):
+    assert not np.array_equal(values[name], start[name]), name
+
+
 def test_clip_gradient_norm_bounds_the_update(digits_dir, tmp_path, spy):
   """sgd: one step moves the weights by exactly learning_rate x clipped gradient, whose
   global norm is clip_gradient_norm (the unclipped norm, summarized, is larger)."""

@@ -123,7 +123,8 @@ def step_component(config, setup, session_config=None):
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                     tf.tables_initializer())
   name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
-  return Component(name, num_clones, config.batch_size * num_clones, graph, init, train_op,
+  examples = config.batch_size * num_clones * config.num_micro_batches
+  return Component(name, num_clones, examples, graph, init, train_op,
                    session_config or session_config_for(config, setup.deploy_config))
 
 
