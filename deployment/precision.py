@@ -33,6 +33,7 @@ the tests) that the compute ran in half precision.
 """
 
 import collections
+import functools
 import re
 
 import numpy as np
@@ -118,12 +119,13 @@ def network_in_precision(network_fn, mixed_precision):
   return half_precision_fn
 
 
-def _has_kernel(op_type, device_type, dtype):
+@functools.lru_cache(maxsize=None)
+def _has_kernel(op_type, device_type, dtype_enum):
   for kernel in kernels.get_registered_kernels_for_op(op_type).kernel:
     if kernel.device_type != device_type:
       continue
     allowed = [c.allowed_values.list.type for c in kernel.constraint if c.name == 'T']
-    if not allowed or dtype.as_datatype_enum in allowed[0]:
+    if not allowed or dtype_enum in allowed[0]:
       return True
   return False
 
@@ -155,7 +157,7 @@ def missing_kernels(build_fn, mixed_precision, device_type):
         continue
     except ValueError:  # No T attribute: not a typed compute op.
       continue
-    if not _has_kernel(op.type, device_type, dtype):
+    if not _has_kernel(op.type, device_type, dtype.as_datatype_enum):
       missing.add(op.type)
   return tuple(sorted(missing))
 

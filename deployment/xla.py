@@ -7,7 +7,8 @@
 `tf.xla.experimental.jit_scope` marks every op built inside for compilation, and the
 gradients TensorFlow builds for those ops later (in `optimize_clones`) inherit the mark,
 so the clone's forward pass, loss and backward pass are compiled; the input pipeline, the
-gradient sum across clones and the update are not. It works in graph mode on the CPU and
+gradient sum across clones and the update are not. Sessions that run such a step take
+`session_config(config)`, which keeps Grappler from fusing ops out of the clusters. It works in graph mode on the CPU and
 the GPU of TensorFlow 2.21 without any environment variable. (The other route, the
 session's `global_jit_level`, is ignored on the CPU unless TF_XLA_FLAGS holds
 `--tf_xla_cpu_global_jit`, and clusters whatever it likes, the input included.) Ops XLA
@@ -20,11 +21,14 @@ executable) kernels, or `XlaLaunch` (both in one, the older form).
 
 import collections
 import contextlib
+import copy
+
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from deployment.step_stats import executed_nodes
 from tf_compat import tf
 
-__all__ = ['XLA_KERNELS', 'jit_scope', 'xla_clusters', 'describe_xla']
+__all__ = ['XLA_KERNELS', 'jit_scope', 'session_config', 'xla_clusters', 'describe_xla']
 
 XLA_KERNELS = ('_XlaCompile', '_XlaRun', 'XlaLaunch')
 
@@ -35,6 +39,20 @@ def jit_scope(enabled):
   if not enabled:
     return contextlib.nullcontext()
   return tf.xla.experimental.jit_scope(compile_ops=True, separate_compiled_gradients=False)
+
+
+def session_config(config):
+  """A copy of the session ConfigProto `config` with Grappler's remapper off.
+
+  The remapper runs before XLA's clustering and fuses Conv2D + BiasAdd + Relu (and
+  MatMul + BiasAdd) into oneDNN's or cuDNN's fused kernels, which XLA cannot compile: the
+  forward convolutions would run outside the clusters, beside a compiled backward pass
+  (seen in a traced LeNet step on this CPU). Off, the whole marked step is compiled.
+  """
+  config = copy.deepcopy(config)
+  config.graph_options.rewrite_options.remapping = (
+      rewriter_config_pb2.RewriterConfig.OFF)
+  return config
 
 
 def xla_clusters(run_metadata):

@@ -266,6 +266,8 @@ def train(config, stop_event=None):
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,
         device_filters=cluster.device_filters(setup.deploy_config))
+    if config.xla:
+      session_config = xla.session_config(session_config)
     finished = supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
@@ -278,9 +280,9 @@ def train(config, stop_event=None):
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
   if graph.progress_scalars:
-    logging.info('Loss scale at the end: %s; steps skipped for overflow: %s',
-                 step_fn.last_value('loss_scale'),
-                 step_fn.last_value('loss_scale/skipped_steps'))
+    logging.info('Loss scale at the end: %g; steps skipped for overflow: %d',
+                 step_fn.last_value('loss_scale') or 0,
+                 step_fn.last_value('loss_scale/skipped_steps') or 0)
   run_record.end_run(config, finished, step_fn.last_global_step, checkpoint)
   return TrainResult(step_fn.last_global_step, step_fn.last_loss,
                      step_fn.examples_per_sec or step_fn.overall_examples_per_sec(),
