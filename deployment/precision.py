@@ -18,7 +18,9 @@ pass is a CPU-only optimization with its own rules):
     updates it in place. (slim's fused and Keras batch norms ask for float32 statistics
     and parameters on half inputs, as cuDNN wants.)
   * the logits and every floating end point are cast back to float32, so losses,
-    softmax, metrics and summaries are float32.
+    softmax, metrics and summaries are float32; so are the weights' regularization losses
+    (slim's layers compute them from the half cast: slim's L2 is rebuilt on the float32
+    variable, which is also where its gradient goes).
 
 float16 training also needs loss scaling (`deployment.loss_scale`); bfloat16 has
 float32's exponent range and needs none.
@@ -93,6 +95,37 @@ def _to_float32(tensor):
   return tensor
 
 
+def _float32_regularization(known, weight_decay):
+  """Regularization losses added after the first `known`, in float32.
+
+  slim's layers apply their weights regularizer to what the getter returned, the half
+  cast: an L2 loss summed in float16 loses precision and can overflow, and the scale is
+  rounded to the half dtype (a decay of 1e-7 is a float16 subnormal, 19% off). slim's
+  `l2_regularizer` (scale * l2_loss(w)) is rebuilt on the float32 variable, as a float32
+  run computes it, with `weight_decay` (the network's, nets_factory sets it on
+  network_fn) when the half scale is its rounding; any other half loss is cast.
+  """
+  losses = tf.get_collection_ref(tf.GraphKeys.REGULARIZATION_LOSSES)
+  for index in range(known, len(losses)):
+    if losses[index].dtype in (tf.float16, tf.bfloat16):
+      losses[index] = _float32_loss(losses[index], weight_decay)
+
+
+def _float32_loss(loss, weight_decay):
+  op = loss.op
+  if op.type == 'Mul':
+    scale, l2 = op.inputs
+    source = l2.op.inputs[0] if l2.op.type == 'L2Loss' else None
+    value = tf.get_static_value(scale)
+    if (source is not None and source.op.type == 'Cast' and value is not None
+        and source.op.inputs[0].dtype.base_dtype == tf.float32):
+      if weight_decay is not None and np.array(weight_decay, value.dtype) == value:
+        value = weight_decay  # The exact float32 scale the half one rounds.
+      return tf.multiply(float(value), tf.nn.l2_loss(source.op.inputs[0]),
+                         name=op.name.rsplit('/', 1)[-1] + '_float32')
+  return tf.cast(loss, tf.float32)
+
+
 def network_in_precision(network_fn, mixed_precision):
   """`network_fn` computing in `mixed_precision`, with float32 inputs and outputs.
 
@@ -109,11 +142,13 @@ def network_in_precision(network_fn, mixed_precision):
     return network_fn
 
   def half_precision_fn(inputs, *args, **kwargs):
+    known = len(tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES))
     with float32_variables(dtype):
       logits, end_points = network_fn(tf.cast(inputs, dtype), *args, **kwargs)
+    _float32_regularization(known, getattr(network_fn, 'weight_decay', None))
     return _to_float32(logits), {name: _to_float32(tensor)
                                  for name, tensor in end_points.items()}
-  for attribute in ('default_image_size', 'default_num_frames'):
+  for attribute in ('default_image_size', 'default_num_frames', 'weight_decay', 'spec'):
     if hasattr(network_fn, attribute):
       setattr(half_precision_fn, attribute, getattr(network_fn, attribute))
   return half_precision_fn

@@ -69,3 +69,11 @@ def test_fine_tuning_follows_the_published_schedule_in_epochs(path):
   assert config.learning_rate_values == pytest.approx(
       [v * batch / 6 for v in PUBLISHED_VALUES], rel=1e-2)
   assert config.learning_rate == config.learning_rate_values[0]
+
+
+@pytest.mark.parametrize('path', [p for p in FINE_TUNING if p.endswith('_16gb.cfg')],
+                         ids=os.path.basename)
+def test_the_16gb_recipes_compute_in_float16_with_loss_scaling(path):
+  config = parse(path)
+  assert config.mixed_precision == 'float16'
+  assert (config.loss_scale, config.loss_scale_growth_steps) == (2.0 ** 15, 2000)

@@ -63,6 +63,24 @@ def test_batch_norm_statistics_update_in_float32():
   assert np.all(np.isfinite(after)) and not np.array_equal(before, after)
 
 
+def test_weight_decay_is_computed_in_float32_on_the_float32_weights():
+  """slim's layers regularize what the getter returns (the float16 cast); the losses
+  and their gradients must be a float32 run's: 0.004 * |w|^2 / 2 and 0.004 * w."""
+  graph, _, _, _ = _build_lenet('float16', weight_decay=0.004)
+  with graph.as_default(), tf.Session() as sess:
+    losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    weights = [v for v in tf.trainable_variables() if v.op.name.endswith('weights')]
+    gradients = tf.gradients(tf.add_n(losses), weights)
+    sess.run(tf.global_variables_initializer())
+    loss_values, weight_values, gradient_values = sess.run([losses, weights, gradients])
+  assert [loss.dtype for loss in losses] == [tf.float32] * 4
+  np.testing.assert_allclose(sorted(loss_values),
+                             sorted(0.004 * np.sum(np.square(w)) / 2 for w in weight_values),
+                             rtol=1e-5)
+  for gradient, weight in zip(gradient_values, weight_values):
+    np.testing.assert_allclose(gradient, 0.004 * weight, rtol=1e-5)
+
+
 def _traced_step(mixed_precision):
   graph, loss, _, _ = _build_lenet(mixed_precision)
   with graph.as_default(), tf.Session() as sess:
