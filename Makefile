@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast stress bench bench-cluster clean
+.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress bench bench-cluster bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -130,6 +130,12 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"
 
+# The full forms of scenarios `make test` runs reduced (pytest marker `heavy`): the whole
+# narrow I3D compiled by XLA through the trainer against the uncompiled run (about 10
+# minutes on 2 cores).
+test-heavy: setup
+	$(PY) -m pytest -m heavy
+
 # The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
 # both cores kept busy beside them; failures and leaked processes per test (about 95 minutes).
 stress: setup
@@ -140,6 +146,11 @@ bench: setup
 	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
 	$(PY) -m benchmarks.cluster
+
+# float32 vs float16 vs bfloat16, XLA off and on, 1..N GPUs, for I3D 64x224x224 and
+# cifarnet (docs/benchmarks.md); without a GPU a CPU smoke check at small sizes.
+bench-gpu: setup
+	$(PY) -m benchmarks.gpu_speed
 
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
 bench-cluster: setup

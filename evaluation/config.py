@@ -12,6 +12,7 @@ from typing import Optional
 
 from core.params import param
 from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
+from deployment.precision_options import mixed_precision_param
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 
@@ -92,6 +93,8 @@ class EvalConfig:
   max_number_of_steps: Optional[int] = param(
       None, '--watch: training\'s last step; stop once its checkpoint is evaluated '
       '(unset: stop at the trainer\'s training_done marker or the timeout).')
+  # Precision.
+  mixed_precision: str = mixed_precision_param()
   # GPU memory.
   gpu_allow_growth: bool = gpu_allow_growth_param()
   gpu_memory_fraction: float = gpu_memory_fraction_param()

@@ -18,6 +18,7 @@ from absl import logging
 import numpy as np
 
 from checkpoints import restore
+from deployment.precision import network_in_precision
 from deployment.session_config import session_config_for
 from core.params import ConfigError
 from datasets.inputs import image_input
@@ -51,9 +52,9 @@ def _build_graph(config, setup, split):
   kwargs = {}
   if config.use_batch_norm is not None:
     kwargs['use_batch_norm'] = config.use_batch_norm
-  network_fn = nets_factory.get_network_fn(
+  network_fn = network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=split.num_classes - config.labels_offset,
-      is_training=False, **kwargs)
+      is_training=False, **kwargs), config.mixed_precision)
   with tf.device('/device:CPU:0'):
     dataset = image_input.build_image_dataset(
         split, batch_size=setup.batch_size, image_size=image_size,

@@ -14,6 +14,8 @@ from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
 from deployment.gpu_options import check_gpu_options
+from deployment.precision import check_inference_kernels
+from deployment.precision_options import check_mixed_precision
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
@@ -115,6 +117,22 @@ def _check_network(config, num_classes):
                                   error)) from None
 
 
+def _check_precision(config, num_classes, is_video):
+  """--mixed_precision: a known name, and kernels for every op of the network on this
+  device in that dtype."""
+  check_mixed_precision(config)
+  if is_video:
+    sampling = resolve_sampling(config)
+    frames, size = [sampling.frames], sampling.crop_size
+  else:
+    spec = nets_factory.get_network_spec(config.model_name)
+    frames, size = [], config.eval_image_size or spec.default_image_size
+  network_fn = nets_factory.get_network_fn(config.model_name, num_classes=num_classes,
+                                           **network_kwargs(config))
+  check_inference_kernels(network_fn, config.mixed_precision, [1] + frames + [size, size, 3],
+                          config.model_name)
+
+
 def _checkpoint(config, flag):
   path = getattr(config, flag)
   if not config.watch:
@@ -176,6 +194,7 @@ def check_eval_config(config):
                                                     split.num_classes - 1))
   num_classes = split.num_classes - config.labels_offset
   _check_network(config, num_classes)
+  _check_precision(config, num_classes, is_video)
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'

@@ -18,6 +18,7 @@ from absl import logging
 import numpy as np
 
 from checkpoints import restore
+from deployment.precision import network_in_precision
 from deployment.session_config import session_config_for
 from datasets.inputs import clip_input
 from evaluation.metrics import classification_metrics
@@ -157,9 +158,9 @@ def score_videos(config, setup, stream, checkpoint):
     ConfigError: the checkpoint does not fit the model and records, or the split
       yields no video.
   """
-  network_fn = nets_factory.get_network_fn(
+  network_fn = network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=setup.num_classes, is_training=False,
-      **network_kwargs(config))
+      **network_kwargs(config)), config.mixed_precision)
   with tf.Graph().as_default():
     clips, labels, video_ids = _inputs(config, setup, stream)
     logits = clip_logits(network_fn, clips)

@@ -46,6 +46,8 @@ from core.errors import require
 from core.params import ConfigError, param
 from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
                                     gpu_memory_fraction_param)
+from deployment.precision import check_inference_kernels, network_in_precision
+from deployment.precision_options import check_mixed_precision, mixed_precision_param
 from deployment.session_config import session_config_for
 
 __all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
@@ -77,6 +79,8 @@ class ExportConfig:
   eval_image_size: Optional[int] = param(None, 'As eval.py: the centre crop\'s side.')
   use_moving_averages: str = param('auto', 'auto, true or false, as in eval.py.')
   top_k: int = param(5, 'Classes in the top_k outputs.')
+  # Precision.
+  mixed_precision: str = mixed_precision_param()
   # GPU memory.
   gpu_allow_growth: bool = gpu_allow_growth_param()
   gpu_memory_fraction: float = gpu_memory_fraction_param()
@@ -135,6 +139,7 @@ def _check(config):
            'not accepted; valid: %s' % (config.use_moving_averages,
                                        ', '.join(MOVING_AVERAGE_MODES)))
   require(config.top_k >= 1, '--top_k=%d must be >= 1' % config.top_k)
+  check_mixed_precision(config)
   check_gpu_options(config)
   version = export_layout.choose_version(config.export_dir, config.export_version)
   checkpoint = resolve_checkpoint(config.checkpoint_path)
@@ -210,7 +215,7 @@ def _save(config, directory, checkpoint, labels, static_shape):
   """
   network_fn, net_kwargs = _network_fn(config, len(labels))
   with tf.Graph().as_default(), tf.Session(config=session_config_for(config)) as sess:
-    built = _build(network_fn, static_shape)
+    built = _build(network_in_precision(network_fn, config.mixed_precision), static_shape)
     plan = _restore(config, sess, checkpoint, len(labels), static_shape[-1])
     kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'
     if kind == 'static':
@@ -238,6 +243,8 @@ def export_saved_model(config):
   checkpoint, version, records, labels, settings, sampling = _check(config)
   num_classes, channels = len(labels), records['num_channels']
   static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
+  check_inference_kernels(_network_fn(config, num_classes)[0], config.mixed_precision,
+                          [1] + static_shape[1:], config.model_name)
   with export_layout.staged_version(config.export_dir, version) as directory:
     plan, net_kwargs, input_shape = _save(config, directory, checkpoint, labels,
                                           static_shape)
@@ -246,7 +253,8 @@ def export_saved_model(config):
         'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
         'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
         'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': settings,
-        'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes)}
+        'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes),
+        'mixed_precision': config.mixed_precision}
     write_model_info(directory, info)   # creates assets.extra/
     shutil.copy(os.path.join(config.dataset_dir, LABELS_FILENAME),
                 os.path.join(directory, export_layout.ASSETS_EXTRA, LABELS_FILENAME))

@@ -14,6 +14,8 @@ from typing import Optional, Tuple
 
 from core.params import param
 from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
+from deployment.precision_options import (loss_scale_growth_steps_param, loss_scale_param,
+                                          mixed_precision_param, xla_param)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +131,11 @@ class TrainConfig:
       'normalise with the moving mean/variance (the checkpoint\'s) and keep them, for the '
       'small per-device batches of fine-tuning (dropout still trains); all = also keep '
       'beta/gamma fixed (not trained).')
+  # Precision and compilation (deployment/precision.py, loss_scale.py, xla.py).
+  mixed_precision: str = mixed_precision_param()
+  loss_scale: float = loss_scale_param()
+  loss_scale_growth_steps: int = loss_scale_growth_steps_param()
+  xla: bool = xla_param()
   # Cluster (docs/cluster.md): addresses, or TF_CONFIG, and the lifecycle timeouts.
   ps_hosts: Tuple[str, ...] = param(
       (), 'Parameter servers, host:port,...; with --worker_hosts and --job_name this task '

@@ -40,7 +40,7 @@ class ProgressStep:
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
-               worker_stats=None, cluster=None):
+               worker_stats=None, cluster=None, scalars=()):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -59,6 +59,8 @@ class ProgressStep:
         table is read at the start and at each progress line, which is followed by a
         line of every worker's steps/sec (and the stale gradients dropped), also
         written to TensorBoard.
+      scalars: (tag, label, tensor) triples fetched with every step, shown as 'label
+        value' in the lines and written to TensorBoard under tag (the loss scale).
     """
     self._on_first_step = on_first_step
     self._extras = {name: tensor for name, tensor in
@@ -68,6 +70,8 @@ class ProgressStep:
     self._cluster = cluster
     self._table = worker_stats.value if cluster is not None else None
     self.worker_steps = self.stale_gradients = None
+    self._scalars = tuple((tag, label) for tag, label, _ in scalars)
+    self._extras.update((tag, tensor) for tag, _, tensor in scalars)
     self._last_extras = {}
     self._last_wait = None
     self.input_wait_share = None
@@ -143,6 +147,7 @@ class ProgressStep:
     self._update_input_wait(elapsed)
     if self.input_wait_share is not None:
       scalars['input/wait_share'] = self.input_wait_share
+    scalars.update((tag, self._last_extras[tag]) for tag, _ in self._scalars)
     logging.info('step %d%s: loss = %.4f (%s)', step,
                  ' of %d' % self._number_of_steps if self._number_of_steps else '', loss,
                  '; '.join(self._details(step, elapsed / steps)))
@@ -166,10 +171,16 @@ class ProgressStep:
       details.append('lr %.3g' % self._last_extras['learning_rate'])
     if self.input_wait_share is not None:
       details.append('input wait %.0f%%' % (100 * self.input_wait_share))
+    details.extend('%s %g' % (label, self._last_extras[tag]) for tag, label in self._scalars)
     if self._number_of_steps:
       remaining = max(0, self._number_of_steps - step) * sec_per_step
       details.append('ETA %s' % duration(remaining))
     return details
+
+  def last_value(self, tag):
+    """The last fetched value of an extra tensor ('learning_rate', a scalars tag), or
+    None before any step."""
+    return self._last_extras.get(tag)
 
   def overall_examples_per_sec(self):
     """This worker's examples/sec over the whole run (None before any step)."""

@@ -12,8 +12,9 @@ from checkpoints import paths, restore
 from core.errors import require
 from core.params import ConfigError
 from datasets.inputs.input_factory import InputSettings, get_input
-from deployment import model_deploy
+from deployment import model_deploy, precision
 from deployment.gpu_options import check_gpu_options
+from deployment.precision_options import check_loss_scale, check_mixed_precision
 from nets import batch_norm, nets_factory
 from resolve import names
 from tf_compat import tf
@@ -234,6 +235,23 @@ def _check_gpus_for_clones(config, visible_gpus):
           % (config.num_clones, config.num_clones, visible_gpus, max(1, visible_gpus)))
 
 
+def _check_precision(config, settings, network_kwargs, on_gpu):
+  """--mixed_precision needs a network whose ops all have kernels in that dtype on the
+  clones' device (checked on a scratch graph of one example, with its gradients)."""
+  if config.mixed_precision == 'float32':
+    return
+
+  def build():
+    network_fn = precision.network_in_precision(nets_factory.get_network_fn(
+        config.model_name, num_classes=2, is_training=True, **network_kwargs),
+        config.mixed_precision)
+    frames = [settings.clip_frames] if settings.clip_frames else []
+    logits, _ = network_fn(tf.zeros([1] + frames + [settings.image_size] * 2 + [3]))
+    tf.gradients(tf.reduce_sum(logits), tf.trainable_variables())
+  precision.check_kernels(build, config.mixed_precision, 'GPU' if on_gpu else 'CPU',
+                          config.model_name)
+
+
 def _deploy_config(config):
   try:
     return model_deploy.DeploymentConfig(
@@ -251,8 +269,11 @@ def check_train_config(config):
   _check_replicas(config)
   _check_optimizer(config)
   _check_learning_rate(config)
+  check_mixed_precision(config)
+  check_loss_scale(config)
   spec = names.network_spec(config.model_name)
-  _check_gpus_for_clones(config, len(tf.config.list_physical_devices('GPU')))
+  visible_gpus = len(tf.config.list_physical_devices('GPU'))
+  _check_gpus_for_clones(config, visible_gpus)
   deploy_config = _deploy_config(config)
   names.dataset_entry(config.dataset_name)
   dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,
@@ -265,10 +286,13 @@ def check_train_config(config):
   checkpoint_file = None
   if config.checkpoint_path:
     checkpoint_file = paths.resolve_checkpoint(config.checkpoint_path)
+  settings, network_kwargs = _input_settings(config, spec, kind), _network_kwargs(config,
+                                                                                 dataset)
+  _check_precision(config, settings, network_kwargs,
+                   on_gpu=visible_gpus > 0 and not config.clone_on_cpu)
   return TrainSetup(
       deploy_config=deploy_config, dataset=dataset, network_spec=spec,
-      input=get_input(kind), input_settings=_input_settings(config, spec, kind),
-      network_kwargs=_network_kwargs(config, dataset),
+      input=get_input(kind), input_settings=settings, network_kwargs=network_kwargs,
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,

@@ -15,7 +15,10 @@ import os
 
 from absl import logging
 
-from deployment import accumulation, cluster, placement, sync_replicas, worker_stats
+from deployment import (accumulation, cluster, placement, precision, sync_replicas,
+                        worker_stats, xla)
+from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
+from deployment.precision_options import uses_loss_scale
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -40,7 +43,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
-                   'learning_rate', 'input_wait', 'worker_stats'])
+                   'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars'])
 
 
 def _input_iterator(setup):
@@ -54,10 +57,11 @@ def _input_iterator(setup):
 
 
 def _network_fn(config, setup):
-  return nets_factory.get_network_fn(
+  """The network, computing in --mixed_precision (float32 inputs, logits, variables)."""
+  return precision.network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=setup.dataset.num_classes - config.labels_offset,
       weight_decay=config.weight_decay, batch_norm_decay=config.batch_norm_decay,
-      is_training=True, **setup.network_kwargs)
+      is_training=True, **setup.network_kwargs), config.mixed_precision)
 
 
 def _clone_inputs(setup, iterator, input_wait):
@@ -76,17 +80,22 @@ def _make_clone_fn(config, setup, iterator, network_fn, input_wait):
 
   def clone_fn():
     inputs, labels = _clone_inputs(setup, iterator, input_wait)
-    logits, end_points = network_fn(inputs)
+    # --xla compiles the network, the loss and (inheriting the scope) their gradients.
+    with xla.jit_scope(config.xla):
+      logits, end_points = network_fn(inputs)
+      _add_losses(config, logits, labels, end_points)
     summaries.add_clone_summaries(logits, labels, end_points, config.summarize_activations)
-    onehot = tf.one_hot(labels, depth=logits.get_shape().as_list()[-1])
-    if 'AuxLogits' in end_points:
-      tf.losses.softmax_cross_entropy(onehot, end_points['AuxLogits'], weights=0.4,
-                                      label_smoothing=config.label_smoothing,
-                                      scope='aux_loss')
-    tf.losses.softmax_cross_entropy(onehot, logits,
-                                    label_smoothing=config.label_smoothing)
     return end_points
   return clone_fn
+
+
+def _add_losses(config, logits, labels, end_points):
+  onehot = tf.one_hot(labels, depth=logits.get_shape().as_list()[-1])
+  if 'AuxLogits' in end_points:
+    tf.losses.softmax_cross_entropy(onehot, end_points['AuxLogits'], weights=0.4,
+                                    label_smoothing=config.label_smoothing,
+                                    scope='aux_loss')
+  tf.losses.softmax_cross_entropy(onehot, logits, label_smoothing=config.label_smoothing)
 
 
 def _variables_to_train(config):
@@ -124,11 +133,17 @@ def _worker_stats(config, global_step):
 
 
 def _optimizer(config, setup, global_step, moving_average, stats):
+  """-> (optimizer: the sync optimizer with --sync_replicas, learning rate, the float16
+  loss scale or None); with a loss scale the update skips non-finite gradients."""
   deploy_config = setup.deploy_config
+  loss_scale = None
   with tf.device(deploy_config.optimizer_device()):
     learning_rate = optimization.configure_learning_rate(
         config, setup.dataset.num_samples, global_step)
     optimizer = optimization.configure_optimizer(config, learning_rate)
+    if uses_loss_scale(config.mixed_precision):
+      loss_scale = DynamicLossScale(config.loss_scale, config.loss_scale_growth_steps)
+      optimizer = SkipNonFiniteUpdates(optimizer, loss_scale)
     if config.sync_replicas:
       trace = (os.path.join(os.path.abspath(config.train_dir), SYNC_TRACE_FILE)
                if config.sync_trace and config.is_chief else None)
@@ -142,7 +157,15 @@ def _optimizer(config, setup, global_step, moving_average, stats):
   with tf.device(deploy_config.summary_device()):
     tf.summary.scalar('learning_rate', learning_rate)
     tf.summary.scalar('global_batch_size', tf.constant(setup.global_batch))
-  return optimizer, learning_rate
+  return optimizer, learning_rate, loss_scale
+
+
+def _progress_scalars(loss_scale):
+  """(tag, label, tensor) of the loss scale for the progress lines and TensorBoard."""
+  if loss_scale is None:
+    return ()
+  return (('loss_scale', 'loss scale', loss_scale.scale),
+          ('loss_scale/skipped_steps', 'skipped (overflow)', loss_scale.skipped_steps))
 
 
 def build_training_graph(config, setup):
@@ -155,7 +178,8 @@ def build_training_graph(config, setup):
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
                                                        global_step)
   stats = _worker_stats(config, global_step)
-  optimizer, learning_rate = _optimizer(config, setup, global_step, moving_average, stats)
+  optimizer, learning_rate, loss_scale = _optimizer(config, setup, global_step,
+                                                    moving_average, stats)
   iterator = _input_iterator(setup)
   input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
@@ -165,7 +189,8 @@ def build_training_graph(config, setup):
     variables_to_train = lambda: _variables_to_train(config)
   deployed = accumulation.deploy(
       deploy_config, clone_fn, num_micro_batches=config.num_micro_batches,
-      optimizer=optimizer,
+      optimizer=(optimizer if loss_scale is None
+                 else LossScaleOptimizer(optimizer, loss_scale)),
       summarize_gradients=config.summarize_gradients,
       clip_gradient_norm=config.clip_gradient_norm,
       variables_to_train=variables_to_train,
@@ -180,7 +205,7 @@ def build_training_graph(config, setup):
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
-                    stats)
+                    stats, _progress_scalars(loss_scale))
 
 
 def _log_startup(config, setup):
@@ -203,6 +228,13 @@ def _log_startup(config, setup):
                inputs, ''.join(', %s=%s' % item for item in setup.network_kwargs.items()),
                config.optimizer,
                optimization.describe_schedule(config, setup.dataset.num_samples))
+  if config.mixed_precision != 'float32' or config.xla:
+    logging.info('Precision: compute in %s, variables and checkpoints in float32%s; XLA %s',
+                 config.mixed_precision, (
+                     ', dynamic loss scale from %g (doubles after %d good steps)'
+                     % (config.loss_scale, config.loss_scale_growth_steps)
+                     if uses_loss_scale(config.mixed_precision) else ''),
+                 'on' if config.xla else 'off')
   if setup.resume_checkpoint:
     logging.info('Resuming from %s', setup.resume_checkpoint)
 
@@ -214,6 +246,11 @@ def _first_step(config, setup, run_metadata, summary_writer):
   placements = placement.clone_placement(run_metadata, setup.deploy_config)
   for line in placement.describe_placement(placements):
     logging.info('Placement: %s', line)
+  if config.mixed_precision != 'float32' or config.xla:
+    logging.info('Compute (--mixed_precision=%s%s): %s; %s', config.mixed_precision,
+                 ', --xla' if config.xla else '',
+                 precision.describe_compute(precision.compute_dtypes(run_metadata)),
+                 xla.describe_xla(xla.xla_clusters(run_metadata)))
   for device, clones in placement.shared_devices(placements).items():
     logging.warning('Clones %s all ran on %s: they share one device instead of one each '
                     '(python -m training.doctor says more)',
@@ -250,7 +287,7 @@ def train(config, stop_event=None):
                            number_of_steps=config.max_number_of_steps,
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
-                           input_wait=graph.input_wait,
+                           input_wait=graph.input_wait, scalars=graph.progress_scalars,
                            on_first_step=functools.partial(_first_step, config, setup),
                            worker_stats=graph.worker_stats,
                            cluster=_cluster_progress(config, graph.worker_stats))
@@ -258,6 +295,8 @@ def train(config, stop_event=None):
         setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
         gpu_memory_fraction=config.gpu_memory_fraction,
         device_filters=cluster.device_filters(setup.deploy_config))
+    if config.xla:
+      session_config = xla.session_config(session_config)
     finished = supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
@@ -269,6 +308,10 @@ def train(config, stop_event=None):
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)
+  if graph.progress_scalars:
+    logging.info('Loss scale at the end: %g; steps skipped for overflow: %d',
+                 step_fn.last_value('loss_scale') or 0,
+                 step_fn.last_value('loss_scale/skipped_steps') or 0)
   run_record.end_run(config, finished, step_fn.last_global_step, checkpoint)
   return TrainResult(step_fn.last_global_step, step_fn.last_loss,
                      step_fn.examples_per_sec or step_fn.overall_examples_per_sec(),

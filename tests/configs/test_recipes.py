@@ -82,3 +82,11 @@ def test_small_gpu_recipes_reach_the_published_batch_with_frozen_batch_norm(path
   assert (config.batch_size, config.num_micro_batches, config.num_clones) == (3, 2, 1)
   assert config.learning_rate_values == pytest.approx(PUBLISHED_VALUES)
   assert config.freeze_batch_norm == 'all'
+
+
+@pytest.mark.parametrize('path', [p for p in FINE_TUNING if p.endswith('_16gb.cfg')],
+                         ids=os.path.basename)
+def test_the_16gb_recipes_compute_in_float16_with_loss_scaling(path):
+  config = parse(path)
+  assert config.mixed_precision == 'float16'
+  assert (config.loss_scale, config.loss_scale_growth_steps) == (2.0 ** 15, 2000)

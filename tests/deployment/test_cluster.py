@@ -156,3 +156,13 @@ def test_a_parameter_server_leaves_once_every_worker_has_left():
   waiter.join(10)
   assert result['left'] == [0, 1]
   del tf
+
+
+@pytest.mark.parametrize('environ, cores, threads', [
+    ({}, 1, 2),                                   # One core: 2, not TensorFlow's 1.
+    ({}, 2, 0),                                   # Otherwise TensorFlow's choice.
+    ({}, 16, 0),
+    ({'TF_NUM_INTEROP_THREADS': '1'}, 1, 0),      # The user's setting wins.
+])
+def test_a_one_core_task_gets_two_inter_op_threads(environ, cores, threads):
+  assert cluster.server_inter_op_threads(environ, cores) == threads

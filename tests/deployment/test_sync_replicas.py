@@ -20,6 +20,8 @@ import portpicker
 import pytest
 
 from deployment import sync_replicas, worker_stats
+from deployment.loss_scale import (DynamicLossScale, LossScaleOptimizer,
+                                   SkipNonFiniteUpdates)
 from tests.cluster_tasks import ROOT
 from tf_compat import tf
 
@@ -299,3 +301,89 @@ def test_bad_arguments_are_refused():
     sync_replicas.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 3, 2, 0)
   with pytest.raises(ValueError, match='worker_index=2'):
     sync_replicas.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2, 2, 2)
+
+
+# ------------------------------------------ float16 loss scaling (deployment.loss_scale)
+
+LOSS_SCALE = 1024.0
+
+
+class SyncWorker:
+  """One worker of a sync job with loss scaling: w on the ps, loss boost * |w - t_k|^2
+  in float32: what is checked here is the update's consistency (float16 itself:
+  tests/deployment/test_loss_scale.py)."""
+
+  def __init__(self, servers, index):
+    self.index = index
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      with tf.device('/job:worker/task:%d/device:CPU:0' % index):
+        self.scale = DynamicLossScale(LOSS_SCALE, growth_steps=0)
+        self.boost = tf.placeholder_with_default(1.0, [])
+      with tf.device(tf.train.replica_device_setter(
+          ps_tasks=1, worker_device='/job:worker/task:%d' % index)):
+        self.global_step = tf.train.get_or_create_global_step()
+        self.w = tf.get_variable('w', initializer=tf.zeros([2]))
+        loss = self.boost * tf.reduce_sum(tf.square(self.w - TARGETS[index]))
+        self.sync = sync_replicas.SyncReplicasOptimizer(
+            SkipNonFiniteUpdates(tf.train.GradientDescentOptimizer(RATE), self.scale),
+            replicas_to_aggregate=2, total_num_replicas=2, worker_index=index)
+        optimizer = LossScaleOptimizer(self.sync, self.scale)
+        self.train_op = optimizer.apply_gradients(optimizer.compute_gradients(loss),
+                                                  self.global_step)
+        self.update_op = self.sync.get_chief_queue_runner().enqueue_ops[0]
+      self.init = [tf.local_variables_initializer()]
+      if index == 0:
+        self.init.insert(0, tf.global_variables_initializer())
+    self.sess = tf.Session(servers.workers[index], graph=self.graph)
+    for op in self.init:
+      self.sess.run(op)
+    self.sess.run(self.sync.chief_init_op if index == 0 else self.sync.local_step_init_op)
+
+  def start(self, op=None, overflow=False):
+    feed = {self.boost: np.inf} if overflow else {}  # float32: only inf overflows
+    thread = threading.Thread(target=self.sess.run, args=(op or self.train_op, feed),
+                              kwargs={'options': tf.RunOptions(timeout_in_ms=WAIT_SECS * 1000)},
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def _sync_step(chief, other, overflow=False):
+  threads = [chief.start(), other.start(overflow=overflow), chief.start(chief.update_op)]
+  for thread in threads:
+    thread.join(WAIT_SECS)
+    assert not thread.is_alive(), 'a step did not end'
+
+
+@pytest.fixture
+def sync_job(cluster):  # pylint: disable=redefined-outer-name
+  tf.Session.reset(cluster.workers[0])
+  workers = [SyncWorker(cluster, i) for i in range(2)]
+  try:
+    yield workers
+  finally:
+    tf.Session.reset(cluster.workers[0])
+    for worker in workers:
+      try:
+        worker.sess.close()
+      except tf.errors.AbortedError:
+        pass
+
+
+def test_one_workers_overflow_skips_the_whole_sync_update_and_the_job_goes_on(sync_job):
+  chief, other = sync_job
+  _sync_step(chief, other)
+  w1 = chief.sess.run(chief.w)
+  np.testing.assert_allclose(w1, -RATE * np.mean([2 * (0 - TARGETS[k]) for k in (0, 1)], axis=0),
+                             rtol=1e-6)
+  _sync_step(chief, other, overflow=True)  # Worker 1's gradient is not finite.
+  np.testing.assert_array_equal(chief.sess.run(chief.w), w1)
+  assert chief.sess.run(chief.global_step) == 2
+  assert chief.sess.run(chief.scale.skipped_steps) == 1       # counted where it was skipped
+  assert other.sess.run(other.scale.scale) == LOSS_SCALE / 2        # the overflowing worker's
+  assert chief.sess.run(chief.scale.scale) == LOSS_SCALE            # the chief's was finite
+  _sync_step(chief, other)
+  expected = w1 - RATE * np.mean([2 * (w1 - TARGETS[k]) for k in (0, 1)], axis=0)
+  np.testing.assert_allclose(chief.sess.run(chief.w), expected, rtol=1e-6)
+  assert chief.sess.run(chief.global_step) == 3

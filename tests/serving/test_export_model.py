@@ -169,3 +169,35 @@ def test_gpu_options_reach_the_export_session(rgb_dir, rgb_model, tmp_path, sess
   export_saved_model(export_config(rgb_dir, rgb_model[0], tmp_path / 'export',
                                    gpu_allow_growth=False, gpu_memory_fraction=0.25))
   assert_gpu_options(session_configs, False, 0.25)
+
+
+@pytest.mark.slow
+def test_bfloat16_export_and_evaluation_give_float32_outputs_close_to_float32(
+    rgb_dir, rgb_model, tmp_path):
+  """export.py and eval.py with --mixed_precision=bfloat16 (float16 has no CPU kernels for
+  I3D's 3-D pools): the SavedModel computes its convolutions in bfloat16, takes and gives
+  float32, and both score the test videos' clips like float32 I3D loaded from the same
+  weights (the moving averages). Tolerance: 5% of the largest float32 logit (bfloat16
+  keeps 8 significant bits; seen here: about 1%)."""
+  prefix, _, shadows = rgb_model
+  result = export_saved_model(export_config(rgb_dir, prefix, tmp_path / 'export',
+                                            mixed_precision='bfloat16'))
+  evaluated = list(run.evaluations(EvalConfig(
+      dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
+      checkpoint_path=prefix, depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP,
+      clip_frames=8, batch_size=9, num_preprocessing_threads=2,
+      mixed_precision='bfloat16')))[0].result.primary
+  videos = vt.read_records(rgb_dir)
+  clips = np.concatenate([vt.reference_clips(videos[i][1], eval_clips=1, clip_frames=8)
+                          for i in evaluated.video_ids])
+  expected = vt.reference_logits(shadows, clips)
+  tolerance = 0.05 * np.abs(expected).max()
+  outputs = run_signature(result.version_dir, clips)
+  assert outputs['logits'].dtype == outputs['probabilities'].dtype == np.float32
+  np.testing.assert_allclose(outputs['logits'], expected, rtol=0, atol=tolerance)
+  np.testing.assert_allclose(evaluated.logits, expected, rtol=0, atol=tolerance)
+  assert result.info['mixed_precision'] == 'bfloat16'
+  with tf.Graph().as_default() as graph, tf.Session():
+    tf.saved_model.loader.load(tf.get_default_session(), ['serve'], result.version_dir)
+    convolutions = {op.get_attr('T') for op in graph.get_operations() if op.type == 'Conv3D'}
+  assert convolutions == {tf.bfloat16}

@@ -28,7 +28,7 @@ from typing import Optional, Tuple
 from absl import logging
 
 from datasets.inputs.synthetic_input import SyntheticInput
-from deployment import model_deploy
+from deployment import model_deploy, xla
 from deployment.session_config import make_session_config
 from tf_compat import tf
 from training import optimization
@@ -77,9 +77,12 @@ class Component:
 
 
 def session_config_for(config, deploy_config):
-  """The session config training would use for `deploy_config` (GPU options from config)."""
-  return make_session_config(deploy_config, gpu_allow_growth=config.gpu_allow_growth,
-                             gpu_memory_fraction=config.gpu_memory_fraction)
+  """The session config training would use for `deploy_config` (GPU options from config;
+  with --xla, Grappler's remapper off as in training: deployment.xla)."""
+  session_config = make_session_config(
+      deploy_config, gpu_allow_growth=config.gpu_allow_growth,
+      gpu_memory_fraction=config.gpu_memory_fraction)
+  return xla.session_config(session_config) if config.xla else session_config
 
 
 def with_clones(config, setup, num_clones, synthetic):

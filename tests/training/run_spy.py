@@ -1,0 +1,67 @@
+"""What a training run did, recorded from inside `training.train.train`, for the precision
+and XLA tests.
+
+    record = spy_on_training(monkeypatch)      # before train()
+    train_module.train(config)
+    record.losses          # the total loss of every step, in order
+    record.run_metadata    # the RunMetadata of the first (traced) step
+
+`seed_inputs(monkeypatch)` makes the image and clip inputs deterministic (a fixed shuffle
+and crop seed), so two runs from one checkpoint differ only in what the test changes.
+"""
+
+import functools
+
+from datasets.inputs import clip_input, image_input
+from training import train as train_module
+
+SEED = 7
+# The trainer's own, kept before any patch: a second spy replaces the first, never wraps it.
+_PROGRESS_STEP = train_module.ProgressStep
+_FIRST_STEP = train_module._first_step  # pylint: disable=protected-access
+
+
+class Record:
+  losses = None
+  run_metadata = None
+
+
+def spy_on_training(monkeypatch):
+  """Patches the trainer's step and first-step hook to record into a fresh Record."""
+  record = Record()
+  record.losses = []
+  class RecordingStep(_PROGRESS_STEP):
+    def __call__(self, *args, **kwargs):
+      loss, done = super().__call__(*args, **kwargs)
+      if self.local_steps > len(record.losses):
+        record.losses.append(float(loss))
+      return loss, done
+
+  def recording_first_step(config, setup, run_metadata, summary_writer):
+    record.run_metadata = run_metadata
+    return _FIRST_STEP(config, setup, run_metadata, summary_writer)
+  monkeypatch.setattr(train_module, 'ProgressStep', RecordingStep)
+  monkeypatch.setattr(train_module, '_first_step', recording_first_step)
+  return record
+
+
+def seed_inputs(monkeypatch):
+  """Seeds the training inputs' shuffle and random choices (same order every run)."""
+  monkeypatch.setattr(image_input, 'build_image_dataset',
+                      functools.partial(image_input.build_image_dataset, seed=SEED))
+  monkeypatch.setattr(clip_input, 'build_clip_dataset',
+                      functools.partial(clip_input.build_clip_dataset, seed=SEED))
+
+
+def executed_kernels(run_metadata):
+  """[(kernel, first output's DataType enum or None)] of every executed node, read from
+  the raw step stats ('<node> = <Kernel>(...)' labels)."""
+  found = []
+  for device in run_metadata.step_stats.dev_stats:
+    for node in device.node_stats:
+      if ' = ' not in node.timeline_label:
+        continue
+      kernel = node.timeline_label.split(' = ', 1)[1].split('(')[0]
+      dtype = node.output[0].tensor_description.dtype if node.output else None
+      found.append((kernel, dtype))
+  return found
