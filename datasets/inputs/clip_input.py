@@ -44,6 +44,13 @@ Randomness: every training element is paired with a key from `tf.data.Dataset.ra
 and its start, crop and flip come from stateless ops keyed on it, so they do not depend on
 which parallel map call handles the element. With a seed, file order, record shuffle and
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
+
+Frames that do not decode (a JPEG cut short inside a record; `damaged_frames`): each
+chosen frame is decoded on its own, with a flag. Training drops a clip that needs such a
+frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
+None: one without a limit). Evaluation fails with an error naming the video and its
+shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
+why the video's clips (zeros then) could not be decoded.
 """
 
 from datasets.inputs import damaged_frames, record_files
@@ -58,9 +65,8 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        modality=None, num_readers=4, num_parallel_calls=4,
                        shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
-                       eval_clips=None, prefetch_batches=2, deferred=False,
-                       repeat_first_frame=False, random_flip=True, skips=None,
-                       report_damaged=False):
+                       eval_clips=None, prefetch_batches=2, deferred=False, skips=None,
+                       repeat_first_frame=False, random_flip=True, report_damaged=False):
   """Builds the dataset of clip batches of one split, sampled as the module docstring says.
 
   Pipeline: this shard's files -> interleaved readers -> repeat -> one parallel map (parse,
@@ -87,11 +93,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     repeat_first_frame: ablation: every frame of a clip is its first (appearance, no motion).
     deferred: emit uint8 clips (0..255), unflipped, with each training clip's flip bit;
       `finish_clips` on the consumer's device gives exactly deferred=False's float32 clips.
-    skips: training: a damaged_frames.SkipCounter told of every clip skipped because one
-      of its frames does not decode (None: a counter without a limit, which still logs).
-    report_damaged: evaluation: append to each element a string, '' or why the video's
-      clips could not be decoded (their frames are then zeros); without it such a video
-      fails the pipeline with an error naming the video and its shard.
+    skips, report_damaged: frames that do not decode, see the module docstring.
 
   Returns:
     tf.data.Dataset of
@@ -99,9 +101,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
       eval_frames:  (clips float32 [batch, N, crop, crop, C], labels, video_ids string [batch])
       eval_clips:   (clips float32 [batch, K, clip_frames, crop, crop, C], labels, video_ids)
     in [-1, 1], batch static when drop_remainder is True. deferred=True: clips are uint8
-    and training elements are (clips, labels, flips bool [batch]). report_damaged=True:
-    evaluation elements end with damage string [batch] ('' for a video that decoded).
-    Training never yields a clip whose frames did not all decode (damaged_frames).
+    and training elements are (clips, labels, flips bool [batch]).
   """
   record_files.check_positive(
       batch_size=batch_size, clip_frames=clip_frames, crop_size=crop_size,
@@ -117,22 +117,29 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                               repeat_first_frame, random_flip) if is_training else
             _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
                           eval_clips, deferred, repeat_first_frame, report_damaged))
-  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
-  if is_training:
-    dataset = damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
+  dataset = _mapped(records, sample, num_parallel_calls, is_training, skips)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or seed is not None))
 
 
+def _mapped(records, sample, num_parallel_calls, is_training, skips):
+  """records mapped by `sample`; training drops the clips whose frames did not all decode
+  (each told to `skips`)."""
+  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
+  if not is_training:
+    return dataset
+  return damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
+
+
 def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
              num_shards, shard_index):
-  """This shard's (serialized record, its file name), repeated: when training num_epochs
-  times (None: forever), each paired with an int64 key of `Dataset.random(seed)` for its
-  random choices; when evaluating num_epochs times or once."""
+  """This shard's (serialized record, its file name, its number), repeated: when training
+  num_epochs times (None: forever), each paired with an int64 key of `Dataset.random(seed)`
+  for its random choices; when evaluating num_epochs times or once."""
   files = record_files.input_files(split, num_shards, shard_index)
   records = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed, with_file_names=True)
+                                      seed, with_origin=True)
   if not is_training:
     return records.repeat(num_epochs or 1)
   return tf.data.Dataset.zip((records.repeat(num_epochs), tf.data.Dataset.random(seed=seed)))
@@ -171,11 +178,11 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                       repeat_first_frame, random_flip):
-  """-> map function ((serialized, file name), key int64) -> (clip [T, crop, crop, C],
-  label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
+  """-> map function ((serialized, file name, number), key int64) -> (clip [T, crop, crop,
+  C], label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
 
   def sample(record, key):
-    serialized, file_name = record
+    serialized, file_name, _ = record
     context, frames = video_records.parse_clip(serialized, modality)
 
     def uniform(maxval, purpose):
@@ -207,13 +214,13 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
 
 def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips,
                   deferred, repeat_first_frame, report_damaged):
-  """-> map function (serialized, file name) -> (clips, label, video_id[, damage]), centre
-  crop, no flip."""
+  """-> map function (serialized, file name, number) -> (clips, label, video_id[, damage]),
+  centre crop, no flip."""
 
   def centre_offsets(height, width):
     return (height - crop_size) // 2, (width - crop_size) // 2
 
-  def sample(serialized, file_name):
+  def sample(serialized, file_name, _):
     context, frames = video_records.parse_clip(serialized, modality)
     num_frames = tf.shape(frames)[0]
     if eval_frames is not None:

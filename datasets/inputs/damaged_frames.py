@@ -10,6 +10,7 @@ frame, in the same map call that still holds the video's id and shard file.
 
   map_checked(values, fn, ...)   fn on each row of `values`, carrying on past rows it fails
                                  on: (outputs, zeros where it failed; ok bool per row)
+  decode_or_blank(value, fn, ..) the same for one value (a whole image, any size)
   skip_damaged(dataset, skips)   training: drops the clips whose frames did not all
                                  decode, each reported to `skips` (a SkipCounter)
   damage_reason(...)             evaluation: '' for a clip that decoded, else one line
@@ -26,7 +27,7 @@ from absl import logging
 
 from tf_compat import tf
 
-__all__ = ['map_checked', 'skip_damaged', 'damage_reason', 'SkipCounter', 'EXTRA_ITEMS']
+__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'damage_reason', 'SkipCounter', 'EXTRA_ITEMS']
 
 # Items a training map function appends to its element for skip_damaged:
 # video id (string), shard file (string), undecoded frame indices (int32 [n]),
@@ -66,6 +67,15 @@ def map_checked(values, fn, output_shape, dtype, num_parallel_calls=None):
                     lambda: tf.scatter_nd(kept[:, None], outputs, full_shape))
   outputs.set_shape([None] + list(output_shape))
   return outputs, ok
+
+
+def decode_or_blank(value, fn, blank):
+  """(fn(value), True), or (blank, False) when an op inside `fn` fails on `value` (the
+  one-element form of map_checked, for outputs of any shape, e.g. whole images)."""
+  tried = tf.data.Dataset.from_tensors(value).map(
+      lambda v: (fn(v), tf.constant(True))).ignore_errors()
+  fallback = tf.data.Dataset.from_tensors((blank, tf.constant(False)))
+  return tried.concatenate(fallback).take(1).get_single_element()
 
 
 def skip_damaged(dataset, skips):
