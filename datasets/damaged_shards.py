@@ -33,7 +33,7 @@ from tf_compat import tf
 from tensorflow.python.lib.io import tf_record  # pylint: disable=g-direct-tensorflow-import
 
 __all__ = ['Record', 'read_records', 'locate', 'rebuild_command', 'DamagedShards',
-           'MANIFEST_FILENAME']
+           'shard_error', 'read_manifest', 'MANIFEST_FILENAME']
 
 MANIFEST_FILENAME = 'manifest.json'   # datasets.convert_videos' manifest
 _HEADER = 12      # uint64 length + uint32 CRC of the length
@@ -168,6 +168,13 @@ def _read_json(path):
       return None
 
 
+def read_manifest(dataset_dir):
+  """The video converter's manifest.json of `dataset_dir` as a dict ({} if there is none
+  or it does not parse)."""
+  manifest = _read_json(os.path.join(dataset_dir, MANIFEST_FILENAME))
+  return manifest if isinstance(manifest, dict) else {}
+
+
 def rebuild_command(shard_path):
   """The command that rebuilds the shard at `shard_path` (in its converted dataset dir).
 
@@ -177,7 +184,7 @@ def rebuild_command(shard_path):
   manifests listed shards: the whole conversion, into a new directory.
   """
   dataset_dir, name = os.path.split(shard_path)
-  manifest = _read_json(os.path.join(dataset_dir, MANIFEST_FILENAME)) or {}
+  manifest = read_manifest(dataset_dir)
   if name in (manifest.get('shard_contents') or {}):
     return 'python -m datasets.convert_videos --output_dir=%s --only_shard=%s' % (
         dataset_dir, name)
