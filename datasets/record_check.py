@@ -43,9 +43,9 @@ class VerifyConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ParsedRecord:
-  """One record's contents: `name` ('video <id>', or None: 'record N' is used), `id` (the
-  video id the manifest lists, or None) and `frames` [(frame index, [encoded bytes of each
-  channel group])]."""
+  """One record's contents: `name` ('video <id>'; None for an image), `id` (the video id
+  the manifest lists, or None) and `frames` [(frame index, [encoded bytes of each channel
+  group])]."""
   name: Optional[str]
   id: Optional[str]
   frames: list
@@ -152,11 +152,12 @@ def check_shard(path, parse, decoder=None, expected=None):
     check.ids.append(parsed.id)
     check.frames += len(parsed.frames)
     bad = _undecodable(parsed, decoder) if decoder else []
-    if bad:
+    if bad and parsed.name is None:
+      check.problems.append('record %d: the image does not decode' % record.index)
+    elif bad:
       check.problems.append('record %d (%s): %s %s of %d do%s not decode' % (
-          record.index, parsed.name or 'record %d' % record.index,
-          'frame' if len(bad) == 1 else 'frames', ', '.join(map(str, bad)),
-          len(parsed.frames), 'es' if len(bad) == 1 else ''))
+          record.index, parsed.name, 'frame' if len(bad) == 1 else 'frames',
+          ', '.join(map(str, bad)), len(parsed.frames), 'es' if len(bad) == 1 else ''))
   _check_expected(check, expected)
   return check
 

@@ -175,8 +175,9 @@ def _scored(config, stream, arrays):
     logging.warning('%s: %d of the %d videos listed could not be scored: %s%s', stream.name,
                     len(unscored) + not_read, listed,
                     '; '.join('%s: %s' % item for item in unscored[:5]),
-                    '; %d not in the records (python -m datasets.verify_records --dataset_dir'
-                    '=%s)' % (not_read, stream.split.dataset_dir) if not_read else '')
+                    '; %d not in the records (checked by: python -m datasets.verify_records '
+                    '--dataset_dir=%s)' % (not_read, stream.split.dataset_dir)
+                    if not_read else '')
   if not np.any(~bad):
     raise DataError('--%s: none of the %d videos read could be scored, e.g. %s: %s'
                     % (stream.data_flag, len(ids), *unscored[0]))

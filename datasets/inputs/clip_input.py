@@ -50,7 +50,7 @@ chosen frame is decoded on its own, with a flag. Training drops a clip that need
 frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
 None: one without a limit). Evaluation fails with an error naming the video and its
 shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
-why the video's clips (zeros then) could not be decoded.
+which frames of the video did not decode (they are zeros in its clips).
 """
 
 from datasets.inputs import damaged_frames, record_files
