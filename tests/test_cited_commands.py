@@ -12,6 +12,7 @@ from absl import flags
 from core.params import define_flags
 from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
 from nets.inflation import InflateConfig
@@ -20,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = {'datasets.convert_images': ImageConversion,
          'datasets.convert_videos': VideoConversion,
          'datasets.make_synthetic_videos': SyntheticVideosConfig,
+         'datasets.verify_records': VerifyConfig,
          'nets.inflate': InflateConfig,
          'deployment.launch_local': LaunchConfig}
 _CITATION = re.compile(r'-m (%s)\b(.*)' % '|'.join(re.escape(t) for t in TOOLS))

@@ -90,12 +90,12 @@ def _breakdown_steps(tf, serialized, length, size):
   chosen = tf.gather(frames, unique)
   steps['lib_parse_select'] = tf.strings.length(chosen[0])
   offsets = lambda height, width: (tf.constant(16), tf.constant(58))
-  window = clip_input.decode_and_crop_frames(chosen, 'rgb', size, offsets)
+  window, _ = clip_input.decode_and_crop_frames(chosen, 'rgb', size, offsets)
   steps['lib_+decode_and_crop'] = window[0, 0, 0, 0]
   library = {}
   for flip in (False, True):
-    library[flip] = clip_input.decode_clip(frames, indices, 'rgb', size, offsets,
-                                           tf.constant(flip))
+    library[flip], _ = clip_input.decode_clip(frames, indices, 'rgb', size, offsets,
+                                              tf.constant(flip))
     steps['lib_clip_%s' % ('flipped' if flip else 'not_flipped')] = library[flip][0, 0, 0, 0]
   finished = clip_input.finish_clips(library[False][None], 'rgb', tf.constant([True]))
   steps['consumer_finish_flipped'] = finished[0, 0, 0, 0, 0]

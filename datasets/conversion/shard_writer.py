@@ -25,6 +25,14 @@ def shard_name(split_name, index, num_shards):
   return '%s-%05d-of-%05d' % (split_name, index, num_shards)
 
 
+def parse_shard_name(name):
+  """'train-00000-of-00004' -> ('train', 0, 4); None for a name that is not a shard's."""
+  match = _SHARD_RE.match(name)
+  if match is None:
+    return None
+  return match.group('split'), int(match.group('index')), int(match.group('count'))
+
+
 def shard_file_pattern(output_dir, split_name, num_shards):
   """Glob matching exactly the `num_shards` shards of one split (and no stale set)."""
   return os.path.join(output_dir, '%s-?????-of-%05d' % (split_name, num_shards))

@@ -50,6 +50,11 @@ class VideoConversion:
   conversion_task_index: Optional[int] = param(
       None, 'This task, 0 to --num_conversion_tasks - 1; unset: $JOB_COMPLETION_INDEX (a '
       'Kubernetes Indexed Job), else 0.')
+  # Repair.
+  only_shard: Optional[str] = param(
+      None, 'Rewrite just this shard (e.g. train-00003-of-00010) of the finished conversion '
+      'in --output_dir, byte for byte, from the videos and settings its manifest.json '
+      'records; --video_dir or --frames_dir may point to where the sources are now.')
 
   def settings(self):
     """What must match for a rerun to resume in the same output_dir."""

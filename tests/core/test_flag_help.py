@@ -11,6 +11,7 @@ from core import flag_help
 from demos.video import DemoConfig
 from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
 from evaluation.config import EvalConfig
@@ -31,6 +32,7 @@ ENTRIES = [
     (['-m', 'datasets.convert_images'], ImageConversion),
     (['-m', 'datasets.convert_videos'], VideoConversion),
     (['-m', 'datasets.make_synthetic_videos'], SyntheticVideosConfig),
+    (['-m', 'datasets.verify_records'], VerifyConfig),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
     (['-m', 'training.doctor'], DoctorSettings),
