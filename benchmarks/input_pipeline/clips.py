@@ -53,7 +53,8 @@ def breakdown(data, settings):
   start and crop, one thread. Each `lib_` line is the cumulative cost of the map function
   up to that step; `consumer_` is the clone's share (on the GPU in a GPU run);
   `alt_decode_loop` is the decode bound's loop over the same frames (decode only, nothing
-  stacked). Checked first: a clip flipped in the pipeline and one flipped by finish_clips
+  stacked); `alt_map_fn_window` the decode-and-window loop the pipeline had before each
+  frame got a decoded flag (a tf.map_fn, no flag). Checked first: a clip flipped in the pipeline and one flipped by finish_clips
   are equal.
   """
   tf = tf_module()
@@ -99,6 +100,13 @@ def _breakdown_steps(tf, serialized, length, size):
     steps['lib_clip_%s' % ('flipped' if flip else 'not_flipped')] = library[flip][0, 0, 0, 0]
   finished = clip_input.finish_clips(library[False][None], 'rgb', tf.constant([True]))
   steps['consumer_finish_flipped'] = finished[0, 0, 0, 0, 0]
+
+  # The decode before frames got a flag each (damaged_frames): one tf.map_fn over the
+  # frames, decode then window, which fails the whole clip on one bad JPEG.
+  steps['alt_map_fn_window'] = tf.map_fn(
+      lambda jpeg: tf.io.decode_jpeg(jpeg, channels=3, dct_method=baselines.DCT_METHOD)[
+          16:16 + size, 58:58 + size, :], chosen,
+      fn_output_signature=tf.TensorSpec([size, size, 3], tf.uint8))[0, 0, 0, 0]
 
   def loop_body(i, checksum):
     image = tf.io.decode_jpeg(chosen[i], channels=3, dct_method=baselines.DCT_METHOD)
