@@ -1,9 +1,10 @@
 """Video dataset -> clip records: the work of `python -m datasets.convert_videos`.
 
 `convert_videos(conversion)` runs one conversion (a `VideoConversion`, the tool's flags):
-it writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (layout in
-`datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
-skipped video with its reason) and, last, `dataset_info.json`.
+it writes `<split>-0000i-of-000NN` shards of chunked `tf.train.SequenceExample` records,
+each with its `.index` (layout in `datasets/video_records.py`), `labels.txt`,
+`manifest.json` (videos, frames and every skipped video with its reason) and, last,
+`dataset_info.json` (with the records' format version).
 
 Videos are decoded in parallel processes (`timed_pool`), each video with a time limit
 (`video_timeout`); a decoder that hangs is killed and the video skipped. The decoding
@@ -24,7 +25,7 @@ import random
 
 from core.errors import DataError
 from datasets import converted_data, dataset_factory, video_records
-from datasets.conversion import shard_writer
+from datasets.conversion import shard_writer, video_shards
 from datasets.conversion.progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
@@ -65,6 +66,8 @@ def _check(conversion):
   require(1 <= conversion.jpeg_quality <= 100, '--jpeg_quality=%d must be in 1..100'
           % conversion.jpeg_quality)
   require(conversion.video_timeout > 0, '--video_timeout must be > 0 seconds')
+  require(conversion.chunk_frames >= 1, '--chunk_frames=%d must be >= 1'
+          % conversion.chunk_frames)
   require(conversion.num_conversion_tasks >= 1, '--num_conversion_tasks=%d must be >= 1'
           % conversion.num_conversion_tasks)
   require(0 <= _task_index(conversion) < conversion.num_conversion_tasks,
@@ -153,24 +156,25 @@ def _progress_path(conversion, shard):
 
 def _shard_done(conversion, shard):
   final = os.path.join(conversion.output_dir, shard.name)
-  return os.path.exists(final) and os.path.exists(_progress_path(conversion, shard))
+  return all(os.path.exists(path) for path in (
+      final, video_records.index_path(final), _progress_path(conversion, shard)))
 
 
-def _record(entry, result, conversion):
-  return video_records.clip_to_sequence_example(
+def _chunked(entry, result, conversion):
+  return video_shards.chunk_video(
       result['frames'], modality=conversion.modality, label=entry.label,
       label_string=entry.class_name, video_id=_video_id(entry),
       data_path=entry.relative_path, height=result['height'], width=result['width'],
-      frame_rate=result['frame_rate']).SerializeToString()
+      frame_rate=result['frame_rate'], chunk_frames=conversion.chunk_frames)
 
 
 def _finish_shard(conversion, shard, results):
-  """Writes one shard (records in shard order) and its progress record."""
+  """Writes one shard (videos in shard order) with its index, and its progress record."""
   converted = [(e, results[e.relative_path]) for e in shard.entries
                if isinstance(results.get(e.relative_path), dict)]
-  records = [_record(entry, result, conversion) for entry, result in converted]
-  shard_writer.write_shard(records, conversion.output_dir, shard.split, shard.index,
-                           shard.count, num_records=len(records))
+  videos = [_chunked(entry, result, conversion) for entry, result in converted]
+  video_shards.write_video_shard(videos, conversion.output_dir, shard.split, shard.index,
+                                 shard.count)
   summary = {
       'videos': [{'id': _video_id(e), 'path': e.relative_path, 'label': e.label,
                   'frames': len(r['frames'])} for e, r in converted],
@@ -294,7 +298,7 @@ def _write_final_files(conversion, lists, plans):
   converted_data.write_converted_info(
       out, conversion.dataset_name, list(lists.class_names),
       video_records.MODALITIES[conversion.modality], manifest['videos'],
-      modality=conversion.modality)
+      modality=conversion.modality, extra={'chunk_frames': conversion.chunk_frames})
   return manifest
 
 
