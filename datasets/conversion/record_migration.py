@@ -41,6 +41,7 @@ class RecordMigration:
                                      '(only read).')
   output_dir: Optional[str] = param(None, 'New directory for the same data in today\'s '
                                     'layout; a rerun into it resumes.')
+  # Records.
   chunk_frames: int = param(video_records.DEFAULT_CHUNK_FRAMES,
                             'Frames per record (datasets/video_records.py).')
 
