@@ -17,7 +17,8 @@ around the end of its video makes two); each run is one read of exactly its byte
 TensorFlow's TFRecord reader started at the run's byte offset (the `byte_offsets` of
 `TFRecordDatasetV2`, which seeks) with a buffer the size of the run, so no byte outside
 the run is requested. Every record's CRCs are checked as in any TFRecord read, and each
-chunk is checked to be the one the index names (video id and first frame).
+chunk is checked to be the one the index names (video id and first frame); a read that
+fails names the shard and the video (TensorFlow's "truncated record" names neither).
 """
 
 from datasets import video_records
@@ -58,8 +59,13 @@ def chunk_runs(frame_bounds, flat_indices):
   return needed, chunk_of, run_first, run_count
 
 
-def _read_runs(shard, byte_bounds, run_first, run_count, total):
-  """string [total]: the serialized records of every run, in order, each run one read."""
+def _read_runs(shard, video, run_first, run_count, total):
+  """string [total]: the serialized records of every run, in order, each run one read.
+
+  A read that fails (a shard missing, cut short or corrupt: TensorFlow's own errors name
+  no file) yields fewer records, and the check names the shard and the video instead.
+  """
+  byte_bounds = video['byte_bounds']
   run_offset = tf.gather(byte_bounds, run_first)
   run_bytes = tf.gather(byte_bounds, run_first + run_count) - run_offset
 
@@ -68,11 +74,19 @@ def _read_runs(shard, byte_bounds, run_first, run_count, total):
         filenames=tf.reshape(shard, [1]), compression_type='', buffer_size=size,
         byte_offsets=tf.reshape(offset, [1]))
     records = tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
-    return records.take(count)
+    return records.take(count).ignore_errors()
 
   runs = tf.data.Dataset.from_tensor_slices((run_offset, run_bytes, run_count))
-  records = runs.flat_map(read_run).batch(total)
-  return tf.data.experimental.get_single_element(records)
+  nothing = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))
+  records = runs.flat_map(read_run).batch(total).concatenate(nothing).take(1)
+  serialized = tf.data.experimental.get_single_element(records)
+  complete = tf.debugging.Assert(
+      tf.equal(tf.size(serialized, out_type=tf.int64), total),
+      ['could not read from', shard, 'the chunks its index lists for video',
+       video['video_id'], '(the file is missing, cut short or corrupt there); rebuild the '
+       'shard'])
+  with tf.control_dependencies([complete]):
+    return tf.identity(serialized)
 
 
 def read_frames(shard, video, indices, modality):
@@ -89,9 +103,9 @@ def read_frames(shard, video, indices, modality):
      local: int32 of the shape of `indices`, each index renumbered into `frames`).
   """
   flat = tf.reshape(indices, [-1])
-  frame_bounds, byte_bounds = video['frame_bounds'], video['byte_bounds']
+  frame_bounds = video['frame_bounds']
   needed, chunk_of, run_first, run_count = chunk_runs(frame_bounds, flat)
-  serialized = _read_runs(shard, byte_bounds, run_first, run_count,
+  serialized = _read_runs(shard, video, run_first, run_count,
                           tf.size(needed, out_type=tf.int64))
   context, frames, lengths = video_records.parse_chunks(serialized, modality)
   expected_first = tf.gather(frame_bounds, needed)

@@ -135,3 +135,28 @@ def test_training_clips_of_a_long_video_read_about_their_frames(long_video):
   # At most 64 + 2 * 7 frames per clip (and the short video's 5 frames are fewer).
   assert per_clip < (CLIP + 2 * (CHUNK - 1)) * frame_bytes * 1.1
   assert per_clip < 0.45 * sum(len(f) for f in frames['long'])
+
+
+@pytest.mark.parametrize('damage', ['cut short', 'one byte changed'])
+def test_a_damaged_shard_is_named_with_its_video(long_video, tmp_path, damage):
+  _, shard, _, entries = long_video
+  entry = entries['long']
+  with open(shard, 'rb') as handle:
+    data = bytearray(handle.read())
+  middle = (entry['byte_bounds'][10] + entry['byte_bounds'][11]) // 2   # inside chunk 10
+  if damage == 'cut short':
+    data = data[:middle]
+  else:
+    data[middle] ^= 0xFF   # the record's CRC no longer matches
+  copy = str(tmp_path / 'train-00000-of-00001')
+  with open(copy, 'wb') as handle:
+    handle.write(bytes(data))
+  with tf.Graph().as_default(), tf.Session() as sess:
+    video = video_records.parse_index_entry(tf.constant(_serialized_entry(entry)))
+    read, _ = clip_reader.read_frames(tf.constant(copy), video, tf.range(70, 100), 'rgb')
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r'could not read from\] \[%s\] \[the chunks its index lists for '
+                             r'video\] \[long\] .* rebuild the shard' % copy):
+      sess.run(read)
+    good, _ = clip_reader.read_frames(tf.constant(copy), video, tf.range(0, 30), 'rgb')
+    assert sess.run(tf.size(good)) == 32   # the chunks before the damage still read
