@@ -6,9 +6,12 @@ r"""Converts a video dataset into clip records: `python -m datasets.convert_vide
     python -m datasets.convert_videos --dataset_name=ucf101 --frames_dir=tvl1_flow \
         --splits_dir=ucfTrainTestlist --modality=flow --output_dir=/data/ucf101_flow_s1
 
-Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (layout in
+Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records, each video
+as records of `--chunk_frames` frames, with an index beside each shard (layout in
 `datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
-skipped video with its reason) and, last, `dataset_info.json`.
+skipped video with its reason) and, last, `dataset_info.json`. For the field's whole-video
+layout, export afterwards: `python -m datasets.export_media_sequence --dataset_dir=D
+--output_dir=E`.
 
 Videos are decoded in `--num_processes` parallel processes, each video with a time limit
 (`--video_timeout`); a decoder that hangs is killed and the video skipped. A rerun into

@@ -11,12 +11,22 @@ fails a CRC. TensorFlow's reader then raises `DataLossError: truncated record at
   read_records(path)          every record of one file with its offset, or what is wrong
                               at the first record that cannot be read (and, past a bad
                               data CRC, the records after it)
-  locate(error, files)        the damaged files among `files` that such an error came from
-  rebuild_command(shard)      the converter command that rebuilds just that shard
+  file_problem(path)          the first thing wrong with one file, or None
+  locate(error, files)        the damaged files among `files` (and their indexes) that
+                              such an error came from
+  read_failure(...)           graph ops: the message of a read by byte range (the video
+                              input's chunk reads) that failed, naming the shard, the
+                              bytes and the video; `shard_error` finds it again
+  rebuild_command(shard)      the converter command that rebuilds just that shard (and
+                              its index: given an index, the command of its shard)
   DamagedShards(DataError)    one line: each file, what is wrong, the commands
+  shard_error(error, files)   DamagedShards for a reader's error: TensorFlow's 'truncated/
+                              corrupted record at N', a file not found, or a read_failure
 
 Every function takes a shard path (and the record framing only), never a record layout:
-what a record holds is the caller's business (datasets/record_check.py parses them).
+what a record holds is the caller's business (datasets/record_check.py parses them). A
+shard may have an index beside it, `<shard>.index` (the video layout's); it is a TFRecord
+file too, and its damage is mended by rebuilding the shard.
 """
 
 import dataclasses
@@ -27,18 +37,27 @@ import struct
 from typing import Optional
 
 from core.errors import DataError
+from datasets.conversion.shard_writer import INDEX_SUFFIX
 from tf_compat import tf
 # The random-access reader checks both CRCs of one record at a given offset (C++); TF
 # exports it only under this module. Python's zlib has CRC-32, not CRC-32C.
 from tensorflow.python.lib.io import tf_record  # pylint: disable=g-direct-tensorflow-import
 
-__all__ = ['Record', 'read_records', 'locate', 'rebuild_command', 'DamagedShards',
-           'shard_error', 'read_manifest', 'MANIFEST_FILENAME']
+__all__ = ['Record', 'read_records', 'file_problem', 'locate', 'read_failure',
+           'rebuild_command',
+           'DamagedShards', 'shard_error', 'READ_ERRORS', 'read_manifest',
+           'MANIFEST_FILENAME']
 
 MANIFEST_FILENAME = 'manifest.json'   # datasets.convert_videos' manifest
 _HEADER = 12      # uint64 length + uint32 CRC of the length
 _FOOTER = 4       # uint32 CRC of the data
 _ERROR_AT = re.compile(r'(truncated|corrupted) record at (\d+)')
+# What read_failure writes into a failed assertion's message, and shard_error reads back.
+_FAILURE = re.compile(r'damaged records \((unread|unindexed)\): bytes (\d+)\.\.(\d+) of '
+                      r'(.+?) for video (.+?)(?:\]|$)', re.M)
+# The errors of a read that shard_error may trace to a damaged shard; others re-raise.
+READ_ERRORS = (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
+               tf.errors.NotFoundError)
 
 
 def _crc32c_table():
@@ -147,15 +166,88 @@ def _problem_at(path, error_offset):
   return None
 
 
+def _with_indexes(files):
+  """`files` and the index beside each shard that has one."""
+  return list(files) + [path + INDEX_SUFFIX for path in files
+                        if tf.io.gfile.exists(path + INDEX_SUFFIX)]
+
+
 def locate(error, files):
   """The damaged files a reader's DataLossError came from: [(path, problem)], [] when
-  none of `files` is damaged at the offset it names (the error came from elsewhere)."""
+  none of `files` (nor their indexes) is damaged at the offset it names (the error came
+  from elsewhere)."""
   match = _ERROR_AT.search(str(getattr(error, 'message', error)))
   if match is None:
     return []
   error_offset = int(match.group(2))
-  return [(path, problem) for path in files
+  return [(path, problem) for path in _with_indexes(files)
           for problem in [_problem_at(path, error_offset)] if problem]
+
+
+def read_failure(kind, shard, start, end, video_id):
+  """Graph ops: string [], the message of an assertion that a read of records by byte
+  range failed. kind: 'unread' (fewer records than asked for could be read) or
+  'unindexed' (the records read are not the ones the index lists); shard, video_id:
+  string []; start, end: int64 [], the bytes the read covered."""
+  return tf.strings.join([
+      'damaged records (', kind, '): bytes ', tf.strings.as_string(start), '..',
+      tf.strings.as_string(end), ' of ', shard, ' for video ', video_id])
+
+
+def _problem_between(path, start, end):
+  """What is wrong with the records of `path` from byte `start` (a record's start) up to
+  `end`: the first header or data CRC that fails, a file that ends early; None if they
+  all read."""
+  if not tf.io.gfile.exists(path):
+    return 'missing'
+  size = _file_size(path)
+  if start >= size:
+    return ('truncated: the file ends at byte %d, before the records at bytes %d..%d that '
+            'its index lists' % (size, start, end))
+  reader = tf_record.tf_record_random_reader(path)
+  offset = start
+  with tf.io.gfile.GFile(path, 'rb') as handle:
+    while offset < end:
+      length, problem = _header(handle, offset, size, 0)
+      if problem and problem.startswith('truncated'):
+        return ('truncated: the file ends at byte %d, inside the records at bytes %d..%d '
+                'that its index lists (a partial copy?)' % (size, start, end))
+      if problem:
+        return 'corrupted: the length field of the record at byte %d fails its CRC' % offset
+      try:
+        reader.read(offset)
+      except tf.errors.DataLossError:
+        return 'corrupted: the record at byte %d fails its data CRC' % offset
+      offset += _HEADER + length + _FOOTER
+  return None
+
+
+def file_problem(path):
+  """What is wrong with the TFRecord file `path`: its first record that cannot be read,
+  'missing', or None when every record reads (reads the whole file)."""
+  if not tf.io.gfile.exists(path):
+    return 'missing'
+  return next((record.problem for record in read_records(path) if record.problem), None)
+
+
+def _failed_reads(message):
+  """[(path, problem)] of the read_failure messages in `message` (once per shard)."""
+  damaged = {}
+  for kind, start, end, path, video_id in _FAILURE.findall(message):
+    start, end = int(start), int(end)
+    problem = _problem_between(path, start, end) if kind == 'unread' else None
+    where = 'video %s, bytes %d..%d' % (video_id, start, end)
+    damaged.setdefault(path, '%s; %s' % (problem, where) if problem else (
+        'its records at bytes %d..%d are not the chunks of video %s its index lists' % (
+            start, end, video_id)))
+  return sorted(damaged.items())
+
+
+def _missing(message, files):
+  """[(path, 'missing')] for each of `files` (or their indexes) a NotFoundError names."""
+  candidates = list(files) + [path + INDEX_SUFFIX for path in files]
+  return [(path, 'missing') for path in candidates
+          if path in message and not tf.io.gfile.exists(path)]
 
 
 def _read_json(path):
@@ -181,8 +273,11 @@ def rebuild_command(shard_path):
   Video data whose manifest.json lists each shard's videos: the converter's single-shard
   mode, which rewrites just that shard. Image data: its conversion command (image
   conversions rewrite every shard, in seconds for digits). Video data converted before
-  manifests listed shards: the whole conversion, into a new directory.
+  manifests listed shards: the whole conversion, into a new directory. A shard's index
+  (`<shard>.index`) is rebuilt with its shard.
   """
+  if shard_path.endswith(INDEX_SUFFIX):
+    shard_path = shard_path[:-len(INDEX_SUFFIX)]
   dataset_dir, name = os.path.split(shard_path)
   manifest = read_manifest(dataset_dir)
   if name in (manifest.get('shard_contents') or {}):
@@ -216,7 +311,14 @@ class DamagedShards(DataError):
 
 
 def shard_error(error, files):
-  """DamagedShards for a reader's DataLossError when one of `files` is damaged, else None
-  (the caller re-raises `error`: it did not come from these shards)."""
-  damaged = locate(error, files)
+  """DamagedShards for a reader's error (one of READ_ERRORS) when one of `files` or its
+  index is damaged or missing, else None (the caller re-raises `error`: it did not come
+  from these shards)."""
+  message = str(getattr(error, 'message', error))
+  if isinstance(error, tf.errors.DataLossError):
+    damaged = locate(error, files)
+  elif isinstance(error, tf.errors.NotFoundError):
+    damaged = _missing(message, files)
+  else:
+    damaged = _failed_reads(message)
   return DamagedShards(damaged) if damaged else None

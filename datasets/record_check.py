@@ -2,15 +2,19 @@
 
 For every shard of every split (or of `--splits`): the framing and both CRCs of each
 record (`damaged_shards.read_records`), that each record parses as the dataset's records
-do (a video's SequenceExample with its frame lists, an image's Example), that every frame
-or image decodes (`tf.io.decode_jpeg` for video frames, as training decodes them;
-`tf.io.decode_image` for images), and that each shard holds the records the conversion
-wrote: the videos manifest.json lists for it, in order, or for images the contiguous
-share of the split's size that shard i of N gets. Each damaged shard is reported with
-what is wrong and the command that rebuilds it (`damaged_shards.rebuild_command`).
+do (a video's chunk SequenceExample with its frame lists, an image's Example), that every
+frame or image decodes (`tf.io.decode_jpeg` for video frames, as training decodes them;
+`tf.io.decode_image` for images), for video records (format 2) that the shard's index
+reads and lists exactly the chunks the shard holds (`index_check`), and that each shard
+holds the records the conversion wrote: the videos manifest.json lists for it, in order,
+or for images the contiguous share of the split's size that shard i of N gets. Each
+damaged shard is reported with what is wrong and the command that rebuilds it and its
+index (`damaged_shards.rebuild_command`).
 
-A record layout plugs in as a parser: `parse(data) -> ParsedRecord` (raising ValueError
-for a record that does not parse); `record_parser(info)` picks one from dataset_info.json.
+A record layout plugs in as a parser, `parse(data) -> ParsedRecord` (raising ValueError
+for a record that does not parse), and optionally an index check; `record_parser(info)`
+picks them from dataset_info.json. A video's records are consecutive (one per video in
+format 1, its chunks in format 2), so what does not decode is told per video.
 """
 
 import dataclasses
@@ -18,7 +22,7 @@ import os
 from typing import List, Optional, Tuple
 
 from core.params import param
-from datasets import converted_data, damaged_shards, video_records
+from datasets import converted_data, damaged_shards, index_check, video_records
 from datasets.conversion import shard_writer
 from datasets.dataset_split import DatasetError
 from datasets.inputs import damaged_frames
@@ -44,11 +48,12 @@ class VerifyConfig:
 @dataclasses.dataclass(frozen=True)
 class ParsedRecord:
   """One record's contents: `name` ('video <id>'; None for an image), `id` (the video id
-  the manifest lists, or None) and `frames` [(frame index, [encoded bytes of each channel
-  group])]."""
+  the manifest lists, or None) and `frames` [(frame index in the video, [encoded bytes of
+  each channel group])], from `first_frame` on (a chunk's first frame; 0 otherwise)."""
   name: Optional[str]
   id: Optional[str]
   frames: list
+  first_frame: int = 0
 
 
 def _video_parser(modality):
@@ -83,11 +88,15 @@ def _parse_image(data):
 
 
 def record_parser(info):
-  """-> (parse(data) -> ParsedRecord, decoder kind 'jpeg' | 'image') for the records
-  dataset_info.json `info` describes."""
-  if info.get('modality'):
-    return _video_parser(info['modality']), 'jpeg'
-  return _parse_image, 'image'
+  """-> (parse(data) -> ParsedRecord, decoder kind 'jpeg' | 'image', index check or None)
+  for the records dataset_info.json `info` describes: video records of format 2 are
+  chunks with an index (`index_check`), of format 1 whole videos."""
+  if not info.get('modality'):
+    return _parse_image, 'image', None
+  if info.get('format_version', 1) == video_records.FORMAT_VERSION:
+    return (index_check.chunk_parser(info['modality'], ParsedRecord), 'jpeg',
+            index_check.check_index)
+  return _video_parser(info['modality']), 'jpeg', None
 
 
 class FrameDecoder:
@@ -130,14 +139,34 @@ def _undecodable(parsed, decoder):
           if not all([next(ok) for _ in groups])]
 
 
-def check_shard(path, parse, decoder=None, expected=None):
-  """Checks one shard: framing, CRCs, parsing, decoding (with a decoder) and, with
-  `expected` (a list of ids, or a record count), that it holds those records.
+def _add_undecoded(videos, number, parsed, bad):
+  """Adds one video record's frames to `videos`, [[name, first record, last record,
+  frames, undecoded]]: a record of the video before it extends its entry."""
+  if videos and videos[-1][0] == parsed.name and videos[-1][2] == number - 1:
+    videos[-1][2] = number
+    videos[-1][3] += len(parsed.frames)
+    videos[-1][4] += bad
+  else:
+    videos.append([parsed.name, number, number, len(parsed.frames), list(bad)])
+
+
+def _undecoded_problems(videos):
+  return ['%s (%s): %s %s of %d do%s not decode' % (
+      'record %d' % first if first == last else 'records %d..%d' % (first, last), name,
+      'frame' if len(bad) == 1 else 'frames', ', '.join(map(str, bad)), frames,
+      'es' if len(bad) == 1 else '') for name, first, last, frames, bad in videos if bad]
+
+
+def check_shard(path, parse, decoder=None, expected=None, index=None):
+  """Checks one shard: framing, CRCs, parsing, decoding (with a decoder), the index (with
+  `index`, an index check: index_check.check_index) and, with `expected` (a list of ids,
+  or a record count), that it holds those records.
 
   Returns:
     ShardCheck.
   """
   check = ShardCheck(path)
+  chunks, videos = [], []
   for record in damaged_shards.read_records(path):
     if record.problem:
       check.problems.append(record.problem)
@@ -149,15 +178,19 @@ def check_shard(path, parse, decoder=None, expected=None):
       check.problems.append('record %d (byte %d) does not parse: %s'
                             % (record.index, record.offset, error))
       continue
-    check.ids.append(parsed.id)
+    chunks.append(index_check.Chunk(record.offset, record.offset + len(record.data) + 16,
+                                    parsed.id, parsed.first_frame, len(parsed.frames)))
     check.frames += len(parsed.frames)
     bad = _undecodable(parsed, decoder) if decoder else []
     if bad and parsed.name is None:
       check.problems.append('record %d: the image does not decode' % record.index)
-    elif bad:
-      check.problems.append('record %d (%s): %s %s of %d do%s not decode' % (
-          record.index, parsed.name, 'frame' if len(bad) == 1 else 'frames',
-          ', '.join(map(str, bad)), len(parsed.frames), 'es' if len(bad) == 1 else ''))
+    elif parsed.name is not None:
+      _add_undecoded(videos, record.index, parsed, bad)
+  check.problems += _undecoded_problems(videos)
+  check.ids = [chunk.id for chunk in chunks]
+  if index is not None:
+    check.ids, problems = index(path, chunks)
+    check.problems += problems
   _check_expected(check, expected)
   return check
 
@@ -165,11 +198,14 @@ def check_shard(path, parse, decoder=None, expected=None):
 def _check_expected(check, expected):
   if expected is None:
     return
-  count = expected if isinstance(expected, int) else len(expected)
-  if check.records != count:
-    check.problems.append('holds %d readable records, the conversion wrote %d'
-                          % (check.records, count))
-  elif not isinstance(expected, int) and check.ids != list(expected):
+  if isinstance(expected, int):
+    if check.records != expected:
+      check.problems.append('holds %d readable records, the conversion wrote %d'
+                            % (check.records, expected))
+  elif len(check.ids) != len(expected):
+    check.problems.append('holds %d readable videos, the conversion wrote %d'
+                          % (len(check.ids), len(expected)))
+  elif check.ids != list(expected):
     check.problems.append('its videos are not the ones manifest.json lists for it (e.g. %s)'
                           % next(i for i, e in zip(check.ids, expected) if i != e))
 
@@ -246,15 +282,15 @@ def verify_dataset(config):
   info = _read_info(config)
   manifest = damaged_shards.read_manifest(config.dataset_dir)
   listing = manifest.get('shard_contents') or {}
-  parse, kind = record_parser(info)
+  parse, kind, index = record_parser(info)
   decoder = FrameDecoder(kind, config.num_parallel_calls) if config.decode else None
   result = DatasetCheck(config.dataset_dir, 'videos' if info.get('modality') else 'images')
   try:
     for split in config.splits or sorted(info['splits']):
       paths, missing = _shard_paths(config.dataset_dir, split, listing)
       result.missing += missing
-      result.shards += [check_shard(path, parse, decoder, _expected(path, info, listing))
-                        for path in paths]
+      result.shards += [check_shard(path, parse, decoder, _expected(path, info, listing),
+                                    index) for path in paths]
   finally:
     if decoder:
       decoder.close()
@@ -273,7 +309,7 @@ def report_lines(result):
     lines.append('  rebuild: %s' % damaged_shards.rebuild_command(path))
   bad = len(result.damaged) + len(result.missing)
   lines.append('checked %d shards of %s: %d %s, %d frames; %s' % (
-      len(result.shards), result.dataset_dir, sum(s.records for s in result.shards),
+      len(result.shards), result.dataset_dir, sum(len(s.ids) for s in result.shards),
       result.unit, sum(s.frames for s in result.shards),
       '%d damaged or missing (above)' % bad if bad else 'every record reads and decodes'))
   return lines

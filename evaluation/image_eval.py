@@ -155,7 +155,7 @@ def _run_batches(sess, fetches, progress, max_num_batches, split):
       parts.append(sess.run(fetches)[1:])
     except tf.errors.OutOfRangeError:
       break
-    except tf.errors.DataLossError as error:
+    except damaged_shards.READ_ERRORS as error:
       damaged = damaged_shards.shard_error(error, sorted(tf.io.gfile.glob(split.file_pattern)))
       if damaged is None:
         raise

@@ -20,7 +20,8 @@ The JSON report `report-<N>.json` for checkpoint model.ckpt-N
 "num_videos" counts the videos scored; "unscored_videos" (the primary stream's
 "unscored" "count") those of the split that were not: read but a frame their clips need
 does not decode (listed with the reason), or listed in dataset_info.json but not in the
-records ("not_read": a shard cut at a record boundary). The metrics are over the scored.
+records ("not_read": a shard, or a video shard's index, cut at a record boundary). The
+metrics are over the scored.
 
 For images the same, counted in images, with the preprocessing in place of the sampling,
 slim's two figures beside the others and no per-example list (image records carry no id):
@@ -186,9 +187,9 @@ def unscored_lines(name, unscored, not_read, unit, shown=5):
   if len(unscored) > shown:
     lines.append('  ... %d more in the report' % (len(unscored) - shown))
   if not_read:
-    lines.append('  %d listed in dataset_info.json but not in the records (a shard cut at '
-                 'a record boundary?); python -m datasets.verify_records checks them'
-                 % not_read)
+    lines.append('  %d listed in dataset_info.json but not in the records (a shard or its '
+                 'index cut at a record boundary?); python -m datasets.verify_records checks '
+                 'them' % not_read)
   return lines
 
 

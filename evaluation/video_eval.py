@@ -48,8 +48,9 @@ class StreamScores:
       the fusion).
     unscored: ((video id, reason), ...) the videos read but not scored: a frame their
       clips need does not decode (the fusion: those of either stream).
-    not_read: videos dataset_info.json lists that the records did not hold (a shard cut
-      at a record boundary); 0 with --max_num_batches, which reads fewer on purpose.
+    not_read: videos dataset_info.json lists that the records did not hold (a shard's
+      index cut at a record boundary); 0 with --max_num_batches, which reads fewer on
+      purpose.
   """
   name: str
   checkpoint: str
@@ -150,7 +151,7 @@ def _run(sess, fetches, progress, max_num_batches, split):
       parts.append(sess.run(fetches))
     except tf.errors.OutOfRangeError:
       break
-    except tf.errors.DataLossError as error:
+    except damaged_shards.READ_ERRORS as error:
       damaged = damaged_shards.shard_error(error, sorted(tf.io.gfile.glob(split.file_pattern)))
       if damaged is None:
         raise

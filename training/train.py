@@ -273,7 +273,7 @@ def _run_loop(config, setup, graph, step_fn, stop_event):
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
         stop_event=stop_event, worker_stats=graph.worker_stats)
-  except tf.errors.DataLossError as error:
+  except damaged_shards.READ_ERRORS as error:
     damaged = damaged_shards.shard_error(
         error, sorted(tf.io.gfile.glob(setup.dataset.file_pattern)))
     if damaged is None:

@@ -8,9 +8,11 @@ What the conversion in --output_dir recorded is what is used: the settings
 ("source"; --video_dir or --frames_dir may say where the sources are now) and the shard's
 videos in record order ("shard_contents", see `shard_sources`). Those videos are decoded
 again by the converter's own code (`video_conversion.video_task`, `process_video`) and
-written through the same writer (`video_conversion.write_shard_records`): to a temporary
-name, renamed over the damaged file only once complete. The new file's SHA-256 is compared
-with the one the conversion recorded.
+written through the same writer (`video_conversion.write_shard_records`): the shard, then
+its index, each to a temporary name renamed over the damaged file only once complete. The
+new files' SHA-256s are compared with the ones the conversion recorded. Records of an
+older format (format_version) are refused with the command that migrates them: a rebuilt
+shard would be of today's layout among older ones.
 
 A listed video that no longer converts stops the rebuild (DataError, status 3) and
 leaves the shard as it was: a shard without it would shift every record after it.
@@ -22,7 +24,7 @@ import os
 from typing import Optional
 
 from core.errors import DataError
-from datasets import converted_data
+from datasets import converted_data, video_records
 from datasets.conversion import shard_sources, shard_writer, video_conversion
 from datasets.conversion.timed_pool import run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
@@ -40,17 +42,23 @@ _RUN_FLAGS = ('output_dir', 'only_shard', 'video_dir', 'frames_dir', 'splits_dir
 
 @dataclasses.dataclass(frozen=True)
 class RebuildResult:
-  """path: the rewritten shard; identical: its SHA-256 equals the recorded one (None when
-  the conversion recorded none)."""
+  """path: the rewritten shard (its index beside it); identical: the SHA-256s of the
+  shard and its index equal the recorded ones (None when the conversion recorded none;
+  the index's is compared where it was recorded)."""
   path: str
   videos: int
   frames: int
   sha256: str
   recorded_sha256: Optional[str]
+  index_sha256: Optional[str] = None
+  recorded_index_sha256: Optional[str] = None
 
   @property
   def identical(self):
-    return None if self.recorded_sha256 is None else self.sha256 == self.recorded_sha256
+    if self.recorded_sha256 is None:
+      return None
+    return self.sha256 == self.recorded_sha256 and (
+        self.recorded_index_sha256 is None or self.index_sha256 == self.recorded_index_sha256)
 
 
 def _manifest(output_dir):
@@ -128,11 +136,15 @@ def rebuild_shard(conversion):
   Raises:
     DatasetError (a ConfigError): no such shard or conversion, a setting that differs, a
       source directory that is gone.
-    DataError: a listed video no longer converts (the shard is left as it was).
+    DataError: a listed video no longer converts (the shard is left as it was), or the
+      records are of an older format (the message names the command that migrates them).
     OSError: the shard could not be written.
   """
   manifest = _manifest(conversion.output_dir)
   listing = _contents(manifest, conversion)
+  info = converted_data.read_dataset_info(conversion.output_dir)
+  if info is not None:
+    converted_data.check_format_version(info, conversion.output_dir)
   conversion = _recorded_conversion(conversion, manifest)
   split, index, count = shard_writer.parse_shard_name(conversion.only_shard)
   names = converted_data.read_labels_file(conversion.output_dir)
@@ -142,12 +154,15 @@ def rebuild_shard(conversion):
   path = video_conversion.write_shard_records(
       conversion, video_conversion.Shard(split, index, count, entries), converted)
   return RebuildResult(path, len(converted), sum(len(r['frames']) for _, r in converted),
-                       shard_sources.file_sha256(path), listing.get('sha256'))
+                       shard_sources.file_sha256(path), listing.get('sha256'),
+                       shard_sources.file_sha256(video_records.index_path(path)),
+                       listing.get('index_sha256'))
 
 
 def summary_line(result):
   """One line for the user: what was rewritten, and whether its bytes are the original's."""
-  line = 'rebuilt %s: %d videos, %d frames; ' % (result.path, result.videos, result.frames)
+  line = 'rebuilt %s and its index: %d videos, %d frames; ' % (result.path, result.videos,
+                                                               result.frames)
   if result.identical is None:
     return line + 'sha256 %s (the conversion recorded none to compare)' % result.sha256
   if result.identical:

@@ -5,11 +5,13 @@ The video converter adds two keys to the manifest:
     "source": {"video_dir": "/abs/UCF-101", "frames_dir": null, "splits_dir": "/abs/lists"}
     "shard_contents": {"train-00003-of-00010": {
         "split": "train", "sha256": "<hex digest of the shard file as written>",
+        "index_sha256": "<hex digest of its index file, <shard>.index>",
         "videos": [{"id", "path" (relative to the source dir), "label", "frames"}, ...]}}
 
 Each shard's videos are listed in record order, so `python -m datasets.convert_videos
 --output_dir=DIR --only_shard=NAME` (`shard_rebuild`) decodes exactly those videos again
-and writes the same records; the SHA-256 says whether the bytes are the same as before.
+and writes the same records and index; the SHA-256s say whether the bytes are the same as
+before.
 """
 
 import hashlib
@@ -46,10 +48,11 @@ def add_shard_contents(manifest, shards, progress):
   Args:
     manifest: the manifest dict being written.
     shards: one split's planned shards (each with `.name` and `.split`).
-    progress: their progress records, in the same order ({'videos': [...], 'sha256'}; a
-      shard written by an older converter has no 'sha256': null then).
+    progress: their progress records, in the same order ({'videos': [...], 'sha256',
+      'index_sha256'}; a shard written by an older converter lacks them: null then).
   """
   contents = manifest.setdefault('shard_contents', {})
   for shard, record in zip(shards, progress):
     contents[shard.name] = {'split': shard.split, 'sha256': record.get('sha256'),
+                            'index_sha256': record.get('index_sha256'),
                             'videos': record['videos']}

@@ -1,8 +1,11 @@
 """The tf.data input of video classifiers (I3D): clip records -> sampled, cropped clip batches.
 
-Records are the SequenceExamples of `video_records` (one JPEG per frame and channel group).
-Each video yields frame indices first; only the JPEGs at those indices are decoded, and each
-distinct frame only once (a 1-frame video looped to 64 frames is one decode).
+Records are the chunked SequenceExamples of `video_records` (one JPEG per frame and channel
+group, a few frames per record) with an index per shard. Each video yields frame indices
+first, from its index entry; only the chunks holding those frames are read
+(`clip_reader.read_frames`), so a clip costs the bytes of its frames whatever the video's
+length, and only the JPEGs at those indices are decoded, each distinct frame only once (a
+1-frame video looped to 64 frames is one decode).
 
     with tf.device('/device:CPU:0'):
       dataset = build_clip_dataset(split, batch_size=6, clip_frames=64, crop_size=224,
@@ -53,7 +56,7 @@ shard, or with `report_damaged` appends a damage string [batch] to each element:
 which frames of the video did not decode (they are zeros in its clips).
 """
 
-from datasets.inputs import damaged_frames, record_files
+from datasets.inputs import clip_reader, damaged_frames, record_files
 from datasets import video_records
 from tf_compat import tf
 
@@ -69,17 +72,17 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        repeat_first_frame=False, random_flip=True, report_damaged=False):
   """Builds the dataset of clip batches of one split, sampled as the module docstring says.
 
-  Pipeline: this shard's files -> interleaved readers -> repeat -> one parallel map (parse,
-  sample, decode the chosen frames, crop, flip, scale) -> batch -> prefetch; training shuffles
-  file order and records. ValueError: a bad argument (named, with what is accepted), no files.
+  Pipeline: interleaved readers of this shard's indexes (an entry per video) -> repeat ->
+  one parallel map (sample, read the chunks of the chosen frames, decode, crop, flip, scale)
+  -> batch -> prefetch; training shuffles files and videos. ValueError: a bad argument.
 
   Args:
     split: a DatasetSplit of clip records; batch_size: videos per batch (one clone's batch).
     clip_frames: frames per clip (training and eval_clips); crop_size: output height, width.
     is_training: random start, crop and flip, shuffled order; else centre crop, fixed order.
     modality: 'rgb' (3 channels) or 'flow' (2: u, v); None: `split.modality`, else 'rgb'.
-    num_readers: shard files read at once; num_parallel_calls: clips decoded in parallel.
-    shuffle_buffer_size: records in the shuffle buffer (training only; records are large).
+    num_readers: shard indexes read at once; num_parallel_calls: clips read in parallel.
+    shuffle_buffer_size: videos in the shuffle buffer (training only).
     num_epochs: passes over the data; None repeats forever when training, 1 otherwise.
     drop_remainder: drop a last partial batch (a static batch dimension); prefetch_batches:
       batches prepared ahead of the consumer.
@@ -134,12 +137,12 @@ def _mapped(records, sample, num_parallel_calls, is_training, skips):
 
 def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
              num_shards, shard_index):
-  """This shard's (serialized record, its file name, its number), repeated: when training
-  num_epochs times (None: forever), each paired with an int64 key of `Dataset.random(seed)`
-  for its random choices; when evaluating num_epochs times or once."""
+  """This shard's videos, (shard path, serialized index entry) each, repeated: when
+  training num_epochs times (None: forever), each paired with an int64 key of
+  `Dataset.random(seed)` for its random choices; when evaluating num_epochs times or once."""
   files = record_files.input_files(split, num_shards, shard_index)
-  records = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed, with_origin=True)
+  records = clip_reader.video_entries(files, is_training, num_readers, shuffle_buffer_size,
+                                      seed)
   if not is_training:
     return records.repeat(num_epochs or 1)
   return tf.data.Dataset.zip((records.repeat(num_epochs), tf.data.Dataset.random(seed=seed)))
@@ -178,19 +181,19 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                       repeat_first_frame, random_flip):
-  """-> map function ((serialized, file name, number), key int64) -> (clip [T, crop, crop,
-  C], label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
+  """-> map function ((shard, index entry), key int64) -> (clip [T, crop, crop, C],
+  label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
 
   def sample(record, key):
-    serialized, file_name, _ = record
-    context, frames = video_records.parse_clip(serialized, modality)
+    shard, serialized = record
+    video = video_records.parse_index_entry(serialized)
 
     def uniform(maxval, purpose):
       """A stateless integer in [0, maxval) for one choice of this element."""
       return tf.random.stateless_uniform([], tf.stack([key, tf.constant(purpose, tf.int64)]),
                                          minval=0, maxval=maxval, dtype=tf.int32)
 
-    num_frames = tf.shape(frames)[0]
+    num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
     indices = (uniform(num_frames, _START) + _offsets(clip_frames, repeat_first_frame)
                ) % num_frames
 
@@ -199,45 +202,42 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
               uniform(width - crop_size + 1, _OFFSET_X))
 
     flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
-    label = context['clip/label/index'] - labels_offset
-    if deferred:
-      clip, undecoded = decode_clip(frames, indices, modality, crop_size, random_offsets)
-      element = (clip, label, flip)
-    else:
-      clip, undecoded = decode_clip(frames, indices, modality, crop_size, random_offsets,
-                                    flip)
-      element = (finish_clips(clip, modality), label)
-    return element + (context['example/id'], file_name, undecoded, num_frames)
+    label = video['label'] - labels_offset
+    clip, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
+                                       random_offsets, None if deferred else flip)
+    element = (clip, label, flip) if deferred else (finish_clips(clip, modality), label)
+    return element + (video['video_id'], shard, undecoded, num_frames)
 
   return sample
 
 
 def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips,
                   deferred, repeat_first_frame, report_damaged):
-  """-> map function (serialized, file name, number) -> (clips, label, video_id[, damage]),
-  centre crop, no flip."""
+  """-> map function (shard, index entry) -> (clips, label, video_id[, damage]), centre
+  crop, no flip."""
 
   def centre_offsets(height, width):
     return (height - crop_size) // 2, (width - crop_size) // 2
 
-  def sample(serialized, file_name, _):
-    context, frames = video_records.parse_clip(serialized, modality)
-    num_frames = tf.shape(frames)[0]
+  def sample(shard, serialized):
+    video = video_records.parse_index_entry(serialized)
+    num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
     if eval_frames is not None:
       indices = _offsets(eval_frames, repeat_first_frame) % num_frames   # [N]
     else:
       starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
       indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
                  ) % num_frames
-    clips, undecoded = decode_clip(frames, indices, modality, crop_size, centre_offsets)
-    damage = damaged_frames.damage_reason(undecoded, num_frames, file_name)
+    clips, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
+                                        centre_offsets)
+    damage = damaged_frames.damage_reason(undecoded, num_frames, shard)
     if not report_damaged:
       with tf.control_dependencies([tf.debugging.Assert(
-          tf.equal(tf.size(undecoded), 0), ['video', context['example/id'], damage])]):
+          tf.equal(tf.size(undecoded), 0), ['video', video['video_id'], damage])]):
         clips = tf.identity(clips)
     if not deferred:
       clips = finish_clips(clips, modality)
-    element = (clips, context['clip/label/index'] - labels_offset, context['example/id'])
+    element = (clips, video['label'] - labels_offset, video['video_id'])
     return element + (damage,) if report_damaged else element
 
   return sample
@@ -254,6 +254,20 @@ def _uniform_clip_starts(num_frames, clip_frames, num_clips):
   return tf.range(num_clips) * span // max(num_clips - 1, 1)
 
 
+def _read_and_decode(shard, video, indices, modality, crop_size, offsets_fn, flip=None):
+  """decode_clip of the frames at `indices` (frame numbers of the video), read from the
+  chunks holding them (`clip_reader.read_frames`); the frames that did not decode are
+  given as frame numbers of the video, int32 [n] sorted, as the log and reports name them.
+  """
+  frames, local = clip_reader.read_frames(shard, video, indices, modality)
+  clip, undecoded_local = decode_clip(frames, local, modality, crop_size, offsets_fn, flip)
+  # read_frames renumbers frames into the chunks read; map the failures back.
+  flat_local = tf.reshape(local, [-1])
+  frame_of_local = tf.math.unsorted_segment_max(
+      tf.reshape(indices, [-1]), flat_local, tf.shape(frames)[0])
+  return clip, tf.sort(tf.gather(frame_of_local, undecoded_local))
+
+
 def decode_clip(frames, indices, modality, crop_size, offsets_fn, flip=None):
   """The uint8 clip(s) of a video's frames at `indices`: each distinct frame decoded once,
   all cropped to one window, optionally mirrored (the training map function's clip step),
@@ -263,8 +277,8 @@ def decode_clip(frames, indices, modality, crop_size, offsets_fn, flip=None):
   clips move a quarter of the bytes float32 would.
 
   Args:
-    frames: the parsed JPEGs, string [num_frames] (rgb) or [num_frames, 2] (flow), as
-      `video_records.parse_clip` returns them.
+    frames: the JPEGs read, string [F] (rgb) or [F, 2] (flow), as
+      `clip_reader.read_frames` returns them.
     indices: int32 frame indices of any static shape, e.g. [T] or [K, T]; repeated indices
       are decoded once.
     modality: 'rgb' (C = 3) or 'flow' (C = 2).

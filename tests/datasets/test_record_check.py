@@ -27,18 +27,35 @@ def test_clean_records_verify(tmp_path_factory):
   assert record_check.report_lines(result)[-1].endswith('every record reads and decodes')
 
 
-def test_a_shard_cut_between_records_is_short_of_its_videos(tmp_path_factory, tmp_path):
-  """TensorFlow reads such a shard without an error: only the count shows it."""
+def _no_record_there(path, video, chunk):
+  """The verifier's phrase for chunk number `chunk` of video number `video` of `path`,
+  which the index lists but the shard does not hold."""
+  video_id, frames, bounds = damaged_data.index_entries(path)[video]
+  return ('its index lists frames %d..%d of video %s at bytes %d..%d, where the shard holds '
+          'no readable record starting there' % (frames[chunk], frames[chunk + 1] - 1,
+                                                  video_id, bounds[chunk], bounds[chunk + 1]))
+
+
+def test_a_shard_or_index_cut_between_records_is_found(tmp_path_factory, tmp_path):
+  """TensorFlow reads such a file without an error: the index and the count show it."""
   directory = damaged_data.copy_dataset(video_testdata.converted(tmp_path_factory, 'rgb'),
                                         tmp_path / 'rgb')
-  path = os.path.join(directory, 'test-00001-of-00002')
-  offsets = damaged_data.record_offsets(path)
-  damaged_data.truncate(path, offsets[-1][0])
+  cut_shard = os.path.join(directory, 'test-00001-of-00002')
+  entries = damaged_data.index_entries(cut_shard)
+  damaged_data.truncate(cut_shard, damaged_data.record_offsets(cut_shard)[-1][0])
+  cut_index = os.path.join(directory, 'test-00000-of-00002')
+  videos = len(damaged_data.index_entries(cut_index))
+  index_records = damaged_data.record_offsets(cut_index + '.index')
+  damaged_data.truncate(cut_index + '.index', index_records[-1][0])
   result = record_check.verify_dataset(VerifyConfig(dataset_dir=directory, splits=('test',),
                                                     decode=False))
-  [shard] = result.damaged
-  assert shard.path == path and shard.problems == [
-      'holds %d readable records, the conversion wrote %d' % (len(offsets) - 1, len(offsets))]
+  problems = {shard.path: shard.problems for shard in result.damaged}
+  assert problems == {
+      cut_shard: [_no_record_there(cut_shard, len(entries) - 1, len(entries[-1][1]) - 2)],
+      cut_index: ['its index lists %d of its %d bytes: it holds records the index does not '
+                  'list' % (damaged_data.index_entries(cut_index)[-1][2][-1],
+                            os.path.getsize(cut_index)),
+                  'holds %d readable videos, the conversion wrote %d' % (videos - 1, videos)]}
 
 
 def test_damaged_images_get_the_image_conversion_command(digits_dir, tmp_path):

@@ -1,5 +1,5 @@
 """Evaluation never scores fewer videos (or images) silently: on copies of the shared
-synthetic records with a frame broken, a shard cut between records or a byte flipped, and
+synthetic records with a frame broken, an index cut between records or a byte flipped, and
 on digits with an image cut short. What to expect is computed here from the records
 (protobuf) and the framing; the real eval.py is run where its exit status and its lines
 are what is checked."""
@@ -37,7 +37,9 @@ def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_fa
   unsampled = damaged_data.break_frames(first, 1, [damaged_data.num_frames(first, 1) - 1])
   second = os.path.join(directory, 'test-00001-of-00002')
   dropped = damaged_data.read_ids(second)[-1]
-  damaged_data.truncate(second, damaged_data.record_offsets(second)[-1][0])
+  # The index cut at its last entry: TensorFlow reads it without an error, one video short.
+  damaged_data.truncate(second + '.index',
+                        damaged_data.record_offsets(second + '.index')[-1][0])
   prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
   eval_dir = tmp_path / 'eval'
   result = subprocess.run(
@@ -57,8 +59,8 @@ def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_fa
                              % (listed - 2, listed)), report
   assert lines[3:6] == [
       'rgb: 2 videos not scored (not in the metrics):', '  %s: %s' % (broken, reason),
-      '  1 listed in dataset_info.json but not in the records (a shard cut at a record '
-      'boundary?); python -m datasets.verify_records checks them'], report
+      '  1 listed in dataset_info.json but not in the records (a shard or its index cut at '
+      'a record boundary?); python -m datasets.verify_records checks them'], report
   [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
   assert error == ('error: 2 videos of video_folder/test could not be scored (listed above '
                    'and in the report); the figures are over the rest')
@@ -80,8 +82,11 @@ def test_a_damaged_shard_stops_evaluation_with_the_rebuild_command(tmp_path_fact
                                                                   tmp_path):
   directory = _copy(tmp_path_factory, tmp_path)
   shard = os.path.join(directory, 'test-00001-of-00002')
-  offset, _ = damaged_data.record_offsets(shard)[1]
+  # The first chunk of the second video, which its one clip from frame 0 reads.
+  video, frames, bounds = damaged_data.index_entries(shard)[1]
+  offset = bounds[0]
   damaged_data.flip_byte(shard, offset + 12 + 100)
+  last_read = bounds[[f >= 4 for f in frames].index(True)]
   prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
   config = EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
                       depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
@@ -89,9 +94,10 @@ def test_a_damaged_shard_stops_evaluation_with_the_rebuild_command(tmp_path_fact
   with pytest.raises(damaged_shards.DamagedShards) as raised:
     list(run.evaluations(config))
   assert str(raised.value) == (
-      'damaged record shard: %s (corrupted: record 1 at byte %d fails its data CRC); rebuild '
-      'it with: python -m datasets.convert_videos --output_dir=%s '
-      '--only_shard=test-00001-of-00002' % (shard, offset, directory))
+      'damaged record shard: %s (corrupted: the record at byte %d fails its data CRC; video '
+      '%s, bytes %d..%d); rebuild it with: python -m datasets.convert_videos --output_dir=%s '
+      '--only_shard=test-00001-of-00002' % (shard, offset, video, offset, last_read,
+                                            directory))
 
 
 def _random_lenet(prefix):

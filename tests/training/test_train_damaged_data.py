@@ -4,7 +4,8 @@ run stops with one line and status 3 (the real train_image_classifier.py); a tru
 shard stops it with one line naming the file and the command that rebuilds it. The
 records are copies of tests/video_testdata.py's, damaged by tests/damaged_data.py; counts
 are read back from the event files with TensorBoard's EventAccumulator. A truncated shard
-is shown on digits: LeNet builds in a second, and shards are shards."""
+is shown on digits (TensorFlow's reader's error; LeNet builds in a second) and on video
+records (the chunk reader's reads by byte range, which name the video too)."""
 
 import glob
 import logging
@@ -107,3 +108,24 @@ def test_a_truncated_shard_stops_training_with_the_rebuild_command(digits_dir, t
       'datasets.convert_images --dataset_name=digits --num_shards=4 --output_dir=%s'
       % (shard, offset, length + 16, 12 + length // 2, length + 4 - length // 2, directory))
   assert errors.report(raised.value) == errors.DATA   # what every entry's main does with it
+
+
+def test_a_cut_video_shard_stops_training_with_the_rebuild_command(tmp_path_factory,
+                                                                    tmp_path):
+  directory = damaged_data.copy_dataset(video_testdata.converted(tmp_path_factory, 'rgb'),
+                                        tmp_path / 'rgb')
+  shard = os.path.join(directory, 'train-00000-of-00002')
+  # Cut inside the first video's last chunk: every clip of it and of the videos after it
+  # needs chunks that are not there.
+  _, _, bounds = damaged_data.index_entries(shard)[0]
+  size = damaged_data.truncate(shard, bounds[-1] - 50)
+  config = TrainConfig(dataset_dir=directory, train_dir=str(tmp_path / 'train'),
+                       max_number_of_steps=20, **FLAGS)
+  with pytest.raises(damaged_shards.DamagedShards) as raised:
+    train_module.train(config)
+  assert re.fullmatch(
+      r'damaged record shard: %s \(truncated: the file ends at byte %d, (inside|before) the '
+      r'records at bytes \d+\.\.\d+ that its index lists( \(a partial copy\?\))?; video '
+      r'\S+, bytes \d+\.\.\d+\); rebuild it with: python -m datasets.convert_videos '
+      r'--output_dir=%s --only_shard=train-00000-of-00002' % (
+          re.escape(shard), size, re.escape(directory)), str(raised.value)), str(raised.value)

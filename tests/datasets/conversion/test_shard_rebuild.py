@@ -1,12 +1,14 @@
 """Rebuilding one damaged shard: `python -m datasets.convert_videos --only_shard` on a copy
-of the shared synthetic records, compared byte for byte with the shard the conversion
-wrote; its refusals; and the manifest it reads (source paths, each shard's videos and
-SHA-256) against the records themselves, read back with protobuf and hashlib."""
+of the shared synthetic records, the shard and its index compared byte for byte with the
+ones the conversion wrote; its refusals; and the manifest it reads (source paths, each
+shard's videos and the SHA-256s of the shard and its index) against the records
+themselves, read back with protobuf and hashlib."""
 
 import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,21 +43,25 @@ def test_the_manifest_lists_each_shards_videos_and_sources(original, tmp_path_fa
   assert manifest['source'] == {'video_dir': os.path.abspath(videos['video_dir']),
                                 'frames_dir': None,
                                 'splits_dir': os.path.abspath(videos['split_dir'])}
-  shards = sorted(name for name in os.listdir(original) if '-of-' in name)
+  shards = sorted(name for name in os.listdir(original)
+                  if '-of-' in name and not name.endswith('.index'))
   assert sorted(manifest['shard_contents']) == shards
   for name in shards:
     listed = manifest['shard_contents'][name]
     path = os.path.join(original, name)
     assert [v['id'] for v in listed['videos']] == damaged_data.read_ids(path)
     assert listed['sha256'] == hashlib.sha256(_read(path)).hexdigest()
+    assert listed['index_sha256'] == hashlib.sha256(_read(path + '.index')).hexdigest()
     for video in listed['videos']:
       assert os.path.isfile(os.path.join(videos['video_dir'], video['path']))
 
 
 @pytest.mark.slow
-def test_only_shard_rewrites_a_truncated_shard_byte_for_byte(original, tmp_path):
+def test_only_shard_rewrites_a_truncated_shard_and_its_index_byte_for_byte(original,
+                                                                           tmp_path):
   copy = damaged_data.copy_dataset(original, tmp_path / 'rgb')
   damaged_data.truncate(os.path.join(copy, SHARD), 0.5)
+  os.remove(os.path.join(copy, SHARD + '.index'))
   others = {name: _read(os.path.join(copy, name)) for name in os.listdir(copy)
             if name != SHARD and os.path.isfile(os.path.join(copy, name))}
   result = subprocess.run(
@@ -64,11 +70,13 @@ def test_only_shard_rewrites_a_truncated_shard_byte_for_byte(original, tmp_path)
       env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr
   assert _read(os.path.join(copy, SHARD)) == _read(os.path.join(original, SHARD))
+  assert (_read(os.path.join(copy, SHARD + '.index')) ==
+          _read(os.path.join(original, SHARD + '.index')))
   assert result.stdout.strip().endswith('byte-identical to the original conversion (sha256 %s)'
                                         % hashlib.sha256(_read(os.path.join(original, SHARD)))
                                         .hexdigest())
   after = {name for name in os.listdir(copy) if os.path.isfile(os.path.join(copy, name))}
-  assert after == set(others) | {SHARD}   # no temporary file left
+  assert after == set(others) | {SHARD, SHARD + '.index'}   # no temporary file left
   assert all(_read(os.path.join(copy, name)) == data for name, data in others.items())
 
 
@@ -87,6 +95,23 @@ def test_refusals_name_the_flag(original, tmp_path, overrides, message):
   copy = damaged_data.copy_dataset(original, tmp_path / 'rgb')
   with pytest.raises(DatasetError, match=message):
     shard_rebuild.rebuild_shard(_conversion(copy, **overrides))
+
+
+def test_records_of_an_older_format_are_refused_with_the_migration_command(original,
+                                                                          tmp_path):
+  copy = damaged_data.copy_dataset(original, tmp_path / 'rgb')
+  info_path = os.path.join(copy, 'dataset_info.json')
+  with open(info_path) as handle:
+    info = json.load(handle)
+  del info['format_version']   # as format 1 wrote it
+  with open(info_path, 'w') as handle:
+    json.dump(info, handle)
+  before = _read(os.path.join(copy, SHARD))
+  with pytest.raises(DataError, match='format 1 .* migrate them with: python -m '
+                                      'datasets.migrate_video_records --dataset_dir=%s'
+                                      % re.escape(copy)):
+    shard_rebuild.rebuild_shard(_conversion(copy))
+  assert _read(os.path.join(copy, SHARD)) == before
 
 
 @pytest.mark.slow
