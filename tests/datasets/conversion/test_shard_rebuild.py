@@ -1,15 +1,13 @@
-"""Rebuilding one damaged shard: `python -m datasets.convert_videos --only_shard` on a copy
-of the shared synthetic records, compared byte for byte with the shard the conversion
-wrote; its refusals; and the manifest it reads (source paths, each shard's videos and
-SHA-256) against the records themselves, read back with protobuf and hashlib."""
+"""Rebuilding one damaged shard (`python -m datasets.convert_videos --only_shard`'s work) on
+a copy of the shared synthetic records, compared byte for byte with the shard the
+conversion wrote; its refusals; and the manifest it reads (source paths, each shard's
+videos and SHA-256) against the records themselves, read back with protobuf and hashlib."""
 
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -19,8 +17,6 @@ from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.dataset_split import DatasetError
 from tests import damaged_data, video_testdata
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
 SHARD = 'train-00001-of-00002'
 
 
@@ -52,21 +48,21 @@ def test_the_manifest_lists_each_shards_videos_and_sources(original, tmp_path_fa
       assert os.path.isfile(os.path.join(videos['video_dir'], video['path']))
 
 
-@pytest.mark.slow
 def test_only_shard_rewrites_a_truncated_shard_byte_for_byte(original, tmp_path):
+  """What `python -m datasets.convert_videos --output_dir=DIR --only_shard=NAME` runs (its
+  main calls rebuild_shard and prints summary_line), here in-process."""
   copy = damaged_data.copy_dataset(original, tmp_path / 'rgb')
   damaged_data.truncate(os.path.join(copy, SHARD), 0.5)
   others = {name: _read(os.path.join(copy, name)) for name in os.listdir(copy)
             if name != SHARD and os.path.isfile(os.path.join(copy, name))}
-  result = subprocess.run(
-      [sys.executable, '-m', 'datasets.convert_videos', '--output_dir=%s' % copy,
-       '--only_shard=%s' % SHARD, '--num_processes=1'], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr
-  assert _read(os.path.join(copy, SHARD)) == _read(os.path.join(original, SHARD))
-  assert result.stdout.strip().endswith('byte-identical to the original conversion (sha256 %s)'
-                                        % hashlib.sha256(_read(os.path.join(original, SHARD)))
-                                        .hexdigest())
+  result = shard_rebuild.rebuild_shard(_conversion(copy))
+  expected = _read(os.path.join(original, SHARD))
+  assert _read(os.path.join(copy, SHARD)) == expected
+  videos = len(damaged_data.read_ids(os.path.join(original, SHARD)))
+  assert shard_rebuild.summary_line(result) == (
+      'rebuilt %s: %d videos, %d frames; byte-identical to the original conversion (sha256 '
+      '%s)' % (os.path.join(copy, SHARD), videos, result.frames,
+               hashlib.sha256(expected).hexdigest()))
   after = {name for name in os.listdir(copy) if os.path.isfile(os.path.join(copy, name))}
   assert after == set(others) | {SHARD}   # no temporary file left
   assert all(_read(os.path.join(copy, name)) == data for name, data in others.items())
