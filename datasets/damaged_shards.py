@@ -12,6 +12,7 @@ fails a CRC. TensorFlow's reader then raises `DataLossError: truncated record at
                               at the first record that cannot be read (and, past a bad
                               data CRC, the records after it)
   locate(error, files)        the damaged files among `files` that such an error came from
+  naming_damaged_shards(pattern)  a context turning such an error into DamagedShards
   rebuild_command(shard)      the converter command that rebuilds just that shard
   DamagedShards(DataError)    one line: each file, what is wrong, the commands
 
@@ -19,6 +20,7 @@ Every function takes a shard path (and the record framing only), never a record 
 what a record holds is the caller's business (datasets/record_check.py parses them).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -33,7 +35,7 @@ from tf_compat import tf
 from tensorflow.python.lib.io import tf_record  # pylint: disable=g-direct-tensorflow-import
 
 __all__ = ['Record', 'read_records', 'locate', 'rebuild_command', 'DamagedShards',
-           'shard_error', 'read_manifest', 'MANIFEST_FILENAME']
+           'shard_error', 'naming_damaged_shards', 'read_manifest', 'MANIFEST_FILENAME']
 
 MANIFEST_FILENAME = 'manifest.json'   # datasets.convert_videos' manifest
 _HEADER = 12      # uint64 length + uint32 CRC of the length
@@ -220,3 +222,17 @@ def shard_error(error, files):
   (the caller re-raises `error`: it did not come from these shards)."""
   damaged = locate(error, files)
   return DamagedShards(damaged) if damaged else None
+
+
+@contextlib.contextmanager
+def naming_damaged_shards(file_pattern):
+  """Around the session runs that read the shards matching `file_pattern`: a reader's
+  DataLossError becomes DamagedShards (one line, the rebuild commands) when one of them
+  is damaged at the offset it names; any other error passes unchanged."""
+  try:
+    yield
+  except tf.errors.DataLossError as error:
+    damaged = shard_error(error, sorted(tf.io.gfile.glob(file_pattern)))
+    if damaged is None:
+      raise
+    raise damaged from None
