@@ -17,6 +17,8 @@ fails a CRC. TensorFlow's reader then raises `DataLossError: truncated record at
   read_failure(...)           graph ops: the message of a read by byte range (the video
                               input's chunk reads) that failed, naming the shard, the
                               bytes and the video; `shard_error` finds it again
+  naming_damaged_shards(pattern)  a context turning a reader's error (one of those
+                              below) into DamagedShards, around the session runs
   rebuild_command(shard)      the converter command that rebuilds just that shard (and
                               its index: given an index, the command of its shard)
   DamagedShards(DataError)    one line: each file, what is wrong, the commands
@@ -29,6 +31,7 @@ shard may have an index beside it, `<shard>.index` (the video layout's); it is a
 file too, and its damage is mended by rebuilding the shard.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -44,9 +47,8 @@ from tf_compat import tf
 from tensorflow.python.lib.io import tf_record  # pylint: disable=g-direct-tensorflow-import
 
 __all__ = ['Record', 'read_records', 'file_problem', 'locate', 'read_failure',
-           'rebuild_command',
-           'DamagedShards', 'shard_error', 'READ_ERRORS', 'read_manifest',
-           'MANIFEST_FILENAME']
+           'rebuild_command', 'DamagedShards', 'shard_error', 'naming_damaged_shards',
+           'read_manifest', 'MANIFEST_FILENAME']
 
 MANIFEST_FILENAME = 'manifest.json'   # datasets.convert_videos' manifest
 _HEADER = 12      # uint64 length + uint32 CRC of the length
@@ -56,7 +58,7 @@ _ERROR_AT = re.compile(r'(truncated|corrupted) record at (\d+)')
 _FAILURE = re.compile(r'damaged records \((unread|unindexed)\): bytes (\d+)\.\.(\d+) of '
                       r'(.+?) for video (.+?)(?:\]|$)', re.M)
 # The errors of a read that shard_error may trace to a damaged shard; others re-raise.
-READ_ERRORS = (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
+_READ_ERRORS = (tf.errors.DataLossError, tf.errors.InvalidArgumentError,
                tf.errors.NotFoundError)
 
 
@@ -311,7 +313,7 @@ class DamagedShards(DataError):
 
 
 def shard_error(error, files):
-  """DamagedShards for a reader's error (one of READ_ERRORS) when one of `files` or its
+  """DamagedShards for a reader's error (one of _READ_ERRORS) when one of `files` or its
   index is damaged or missing, else None (the caller re-raises `error`: it did not come
   from these shards)."""
   message = str(getattr(error, 'message', error))
@@ -322,3 +324,18 @@ def shard_error(error, files):
   else:
     damaged = _failed_reads(message)
   return DamagedShards(damaged) if damaged else None
+
+
+@contextlib.contextmanager
+def naming_damaged_shards(file_pattern):
+  """Around the session runs that read the shards matching `file_pattern`: a reader's
+  error (a DataLossError at an offset, a missing file, a failed read_failure assertion)
+  becomes DamagedShards (one line, the rebuild commands) when one of those shards or
+  their indexes is damaged or missing; any other error passes unchanged."""
+  try:
+    yield
+  except _READ_ERRORS as error:
+    damaged = shard_error(error, sorted(tf.io.gfile.glob(file_pattern)))
+    if damaged is None:
+      raise
+    raise damaged from None

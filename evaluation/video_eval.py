@@ -148,14 +148,10 @@ def _run(sess, fetches, progress, max_num_batches, split):
   parts = []
   while max_num_batches is None or len(parts) < max_num_batches:
     try:
-      parts.append(sess.run(fetches))
+      with damaged_shards.naming_damaged_shards(split.file_pattern):
+        parts.append(sess.run(fetches))
     except tf.errors.OutOfRangeError:
       break
-    except damaged_shards.READ_ERRORS as error:
-      damaged = damaged_shards.shard_error(error, sorted(tf.io.gfile.glob(split.file_pattern)))
-      if damaged is None:
-        raise
-      raise damaged from None
     progress.add(len(parts[-1][1]))
   progress.finish()
   if not parts:

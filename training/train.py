@@ -264,7 +264,7 @@ def _run_loop(config, setup, graph, step_fn, stop_event):
       setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
       gpu_memory_fraction=config.gpu_memory_fraction,
       device_filters=cluster.device_filters(setup.deploy_config))
-  try:
+  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern):
     return supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
@@ -273,12 +273,6 @@ def _run_loop(config, setup, graph, step_fn, stop_event):
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
         stop_event=stop_event, worker_stats=graph.worker_stats)
-  except damaged_shards.READ_ERRORS as error:
-    damaged = damaged_shards.shard_error(
-        error, sorted(tf.io.gfile.glob(setup.dataset.file_pattern)))
-    if damaged is None:
-      raise
-    raise damaged from None
 
 
 def train(config, stop_event=None):

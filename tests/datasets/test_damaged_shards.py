@@ -110,3 +110,11 @@ def test_rebuild_commands(tmp_path, digits_dir):
   assert damaged_shards.rebuild_command(os.path.join(digits_dir, 'test-00002-of-00004')) == (
       'python -m datasets.convert_images --dataset_name=digits --num_shards=4 '
       '--output_dir=%s' % digits_dir)
+  folder = tmp_path / 'folder'
+  folder.mkdir()
+  (folder / 'dataset_info.json').write_text(json.dumps(
+      {'dataset_name': 'image_folder', 'num_classes': 2, 'num_channels': 3, 'splits': {},
+       'conversion': {'image_dir': '/photos', 'test_fraction': 0.25, 'seed': 3}}))
+  assert damaged_shards.rebuild_command(str(folder / 'train-00000-of-00002')) == (
+      'python -m datasets.convert_images --dataset_name=image_folder --image_dir=/photos '
+      '--seed=3 --test_fraction=0.25 --num_shards=2 --output_dir=%s' % folder)

@@ -1,7 +1,7 @@
-"""Rebuilding one damaged shard: `python -m datasets.convert_videos --only_shard` on a copy
-of the shared synthetic records, the shard and its index compared byte for byte with the
-ones the conversion wrote; its refusals; and the manifest it reads (source paths, each
-shard's videos and the SHA-256s of the shard and its index) against the records
+"""Rebuilding one damaged shard (`python -m datasets.convert_videos --only_shard`'s work) on
+a copy of the shared synthetic records, the shard and its index compared byte for byte
+with the ones the conversion wrote; its refusals; and the manifest it reads (source paths,
+each shard's videos and the SHA-256s of the shard and its index) against the records
 themselves, read back with protobuf and hashlib."""
 
 import dataclasses
@@ -10,8 +10,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -21,8 +19,6 @@ from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.dataset_split import DatasetError
 from tests import damaged_data, video_testdata
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
 SHARD = 'train-00001-of-00002'
 
 
@@ -56,25 +52,26 @@ def test_the_manifest_lists_each_shards_videos_and_sources(original, tmp_path_fa
       assert os.path.isfile(os.path.join(videos['video_dir'], video['path']))
 
 
-@pytest.mark.slow
 def test_only_shard_rewrites_a_truncated_shard_and_its_index_byte_for_byte(original,
                                                                            tmp_path):
+  """What `python -m datasets.convert_videos --output_dir=DIR --only_shard=NAME` runs (its
+  main calls rebuild_shard and prints summary_line), here in-process."""
   copy = damaged_data.copy_dataset(original, tmp_path / 'rgb')
   damaged_data.truncate(os.path.join(copy, SHARD), 0.5)
   os.remove(os.path.join(copy, SHARD + '.index'))
   others = {name: _read(os.path.join(copy, name)) for name in os.listdir(copy)
             if name != SHARD and os.path.isfile(os.path.join(copy, name))}
-  result = subprocess.run(
-      [sys.executable, '-m', 'datasets.convert_videos', '--output_dir=%s' % copy,
-       '--only_shard=%s' % SHARD, '--num_processes=1'], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr
-  assert _read(os.path.join(copy, SHARD)) == _read(os.path.join(original, SHARD))
+  result = shard_rebuild.rebuild_shard(_conversion(copy))
+  expected = _read(os.path.join(original, SHARD))
+  assert _read(os.path.join(copy, SHARD)) == expected
   assert (_read(os.path.join(copy, SHARD + '.index')) ==
           _read(os.path.join(original, SHARD + '.index')))
-  assert result.stdout.strip().endswith('byte-identical to the original conversion (sha256 %s)'
-                                        % hashlib.sha256(_read(os.path.join(original, SHARD)))
-                                        .hexdigest())
+  videos = len(damaged_data.read_ids(os.path.join(original, SHARD)))
+  frames = sum(damaged_data.num_frames(os.path.join(original, SHARD), i) for i in range(videos))
+  assert shard_rebuild.summary_line(result) == (
+      'rebuilt %s and its index: %d videos, %d frames; byte-identical to the original '
+      'conversion (sha256 %s)' % (os.path.join(copy, SHARD), videos, frames,
+                                  hashlib.sha256(expected).hexdigest()))
   after = {name for name in os.listdir(copy) if os.path.isfile(os.path.join(copy, name))}
   assert after == set(others) | {SHARD, SHARD + '.index'}   # no temporary file left
   assert all(_read(os.path.join(copy, name)) == data for name, data in others.items())
