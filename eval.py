@@ -21,8 +21,11 @@ checkpoint once; ends after --max_number_of_steps, the trainer's training_done.j
 --watch_timeout seconds without a new checkpoint).
 
 Exit status (core/errors.py, the same table for every entry point): 0 done; 2 a usage
-error; 5 accuracy below --min_accuracy, or --watch saw no checkpoint (one
-`error:` line each).
+error; 3 a damaged record shard (the line names it and the command that rebuilds it);
+4 some videos or images could not be scored (a frame or image that does not decode, or
+records missing from a shard): they are listed in the table and the report, and the
+figures are over the rest; 5 accuracy below --min_accuracy, or --watch saw no checkpoint
+(one `error:` line each).
 """
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)

@@ -8,7 +8,9 @@ differences and why); `--flagfile=configs/...cfg` reads a recipe. In a cluster e
 task runs this same command plus `--ps_hosts --worker_hosts --job_name --task_index`
 (or TF_CONFIG); `python -m deployment.launch_local` starts a whole cluster on this host.
 Exit status (core/errors.py, the same table for every entry point): 0 done or stopped by
-SIGTERM, 2 bad flags, 138 cluster failure (docs/cluster.md).
+SIGTERM, 2 bad flags, 3 damaged records (a shard that cannot be read, or more videos with
+frames that do not decode than --max_damaged_fraction allows; docs/monitoring.md),
+6 train_dir could not be written, 138 cluster failure (docs/cluster.md).
 """
 
 import os

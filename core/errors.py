@@ -5,8 +5,8 @@
 | 0      | OK            | done (training also when stopped by SIGTERM: it saved first)    |
 | 1      | BUG           | an unexpected error: Python's traceback; never returned on purpose |
 | 2      | USAGE         | bad flags or configuration: one `error:` line naming the flag   |
-| 3      | DATA          | damaged or unreadable data: a file that is not a readable video, a damaged record shard; one `error:` line naming the file (the converter's --strict stop too) |
-| 4      | INCOMPLETE    | finished, but some input was left out (the converter skipped videos; manifest.json lists them) |
+| 3      | DATA          | damaged or unreadable data: a file that is not a readable video, a damaged record shard (with the command that rebuilds it), too many videos whose frames do not decode in training; one `error:` line naming the file (the converter's --strict stop too) |
+| 4      | INCOMPLETE    | finished, but some input was left out (the converter skipped videos, listed in manifest.json; eval could not score some videos or images, listed in its report) |
 | 5      | BELOW_TARGET  | a check the user asked for failed: accuracy below --min_accuracy, or --watch saw no checkpoint in time |
 | 6      | IO            | the output could not be written: disk full, permission, read-only |
 | 138    | CLUSTER       | a cluster task lost its parameter servers or peers, or timed out waiting for them; Kubeflow's TFJob retries it (user-defined retryable) |

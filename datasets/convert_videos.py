@@ -6,9 +6,12 @@ r"""Converts a video dataset into clip records: `python -m datasets.convert_vide
     python -m datasets.convert_videos --dataset_name=ucf101 --frames_dir=tvl1_flow \
         --splits_dir=ucfTrainTestlist --modality=flow --output_dir=/data/ucf101_flow_s1
 
-Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (layout in
+Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records, each video
+as records of `--chunk_frames` frames, with an index beside each shard (layout in
 `datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
-skipped video with its reason) and, last, `dataset_info.json`.
+skipped video with its reason) and, last, `dataset_info.json`. For the field's whole-video
+layout, export afterwards: `python -m datasets.export_media_sequence --dataset_dir=D
+--output_dir=E`.
 
 Videos are decoded in `--num_processes` parallel processes, each video with a time limit
 (`--video_timeout`); a decoder that hangs is killed and the video skipped. A rerun into
@@ -18,6 +21,13 @@ audio-only file, a listed video that is missing, or a list line naming a class t
 classInd lacks is skipped, listed in the manifest and in one summary line. The work is
 in datasets/conversion/video_conversion.py.
 
+One damaged shard (named by the trainer's, eval.py's or datasets.verify_records' error
+line) is rewritten alone, byte for byte, from the sources and settings manifest.json
+records (datasets/conversion/shard_rebuild.py):
+
+    python -m datasets.convert_videos --output_dir=/data/ucf101_rgb_s1 \
+        --only_shard=train-00003-of-00010 [--video_dir=<where the videos are now>]
+
 Across machines: N tasks (pods, hosts) sharing one --output_dir each run the same
 command with --num_conversion_tasks=N and --conversion_task_index=k (or, in a Kubernetes
 Indexed Job, nothing: $JOB_COMPLETION_INDEX is the index; configs/k8s/ has the manifest).
@@ -25,10 +35,11 @@ Task k converts shards k, k + N, ... of the same plan, so the records are those 
 writes; the last task to finish writes manifest.json and dataset_info.json.
 
 Exit status (the table in core/errors.py): 0 every listed video converted (or, with
-several tasks, this task's shards written); 4 conversion
+several tasks, this task's shards written; or --only_shard's shard rewritten); 4 conversion
 complete but some videos skipped (see manifest.json); 3 stopped by --strict at the first
-bad video (finished shards kept, no dataset_info.json); 2 bad flags; 6 the output could
-not be written.
+bad video (finished shards kept, no dataset_info.json), or a video --only_shard needs no
+longer converts (the shard is left as it was); 2 bad flags; 6 the output could not be
+written.
 """
 
 import os
@@ -51,8 +62,12 @@ def main(argv):
   # again (multiprocessing's spawn), and the work module imports TensorFlow, which cost
   # 5.3 s per process (tests/datasets/test_convert_videos.py checks they do without).
   from datasets.conversion import video_conversion  # pylint: disable=import-outside-toplevel
+  from datasets.conversion import shard_rebuild  # pylint: disable=import-outside-toplevel
   try:
     config = with_task_from_environment(config_from_flags(VideoConversion), os.environ)
+    if config.only_shard:
+      print(shard_rebuild.summary_line(shard_rebuild.rebuild_shard(config)))
+      return OK
     manifest = video_conversion.convert_videos(config)
   except EXPECTED as error:
     return report(error)

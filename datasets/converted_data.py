@@ -3,9 +3,13 @@
 A converted dataset directory holds, per split, TFRecord shards `<split>-0000i-of-000NN`,
 plus `labels.txt` (slim's format, one `index:name` per line) and `dataset_info.json`
 (`{"dataset_name", "num_classes", "num_channels", "splits": {split: size}}`, plus
-`"modality": "rgb" | "flow"` and any converter metadata for video datasets). The info file
-is removed when a conversion starts and written last, so its presence means the conversion
-finished.
+`"modality": "rgb" | "flow"`, the record `"format_version"` and any converter metadata for
+video datasets). The info file is removed when a conversion starts and written last, so
+its presence means the conversion finished.
+
+Video records have a format version (`VIDEO_FORMAT_VERSION`; layout in
+`datasets/video_records.py`): data of another version is refused in one line naming the
+command that migrates it.
 """
 
 import dataclasses
@@ -13,6 +17,7 @@ import json
 import os
 from typing import Dict, Tuple
 
+from core.errors import DataError
 from core.files import write_text_atomically  # also converted_data.write_text_atomically
 from datasets.conversion import shard_writer
 from datasets.dataset_split import DatasetError, DatasetSplit
@@ -22,6 +27,10 @@ LABELS_FILENAME = 'labels.txt'
 INFO_FILENAME = 'dataset_info.json'
 _INFO_KEYS = ('dataset_name', 'num_classes', 'num_channels', 'splits')
 MODALITY_CHANNELS = {'rgb': 3, 'flow': 2}  # video modality -> channels of a decoded frame
+# The video record layout: 1 was one record per whole video (no "format_version" key),
+# 2 chunked records with an index per shard.
+VIDEO_FORMAT_VERSION = 2
+MIGRATE_MODULE = 'datasets.migrate_video_records'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +110,8 @@ def _info_record(dataset_name, class_names, num_channels, split_sizes, modality,
                        % (modality, num_channels, ', '.join(
                            '%s with %d' % item for item in MODALITY_CHANNELS.items())))
     info['modality'] = modality
-  clashes = sorted(set(extra or ()) & (set(_INFO_KEYS) | {'modality'}))
+    info['format_version'] = VIDEO_FORMAT_VERSION  # The record layout of video data.
+  clashes = sorted(set(extra or ()) & (set(_INFO_KEYS) | {'modality', 'format_version'}))
   if clashes:
     raise ValueError('extra may not set %s: they are the standard keys'
                      % ', '.join(clashes))
@@ -121,7 +131,9 @@ def write_converted_dataset(output_dir, dataset_name, class_names, num_channels,
     splits: {split_name: (iterable of serialized records, number of records)}.
     num_shards: upper bound of shards per split; a split never gets more shards than
       records (and at least one), so no reader is handed an empty shard.
-    modality: None for images; 'rgb' (3 channels) or 'flow' (2) for video clips.
+    modality: None for images; 'rgb' (3 channels) or 'flow' (2) for video clips, whose
+      info also records `"format_version": VIDEO_FORMAT_VERSION` (the caller writes
+      records in that layout, datasets/video_records.py).
     extra: optional {key: JSON value} stored in dataset_info.json beside the standard keys
       (e.g. the source split number); it may not override them.
 
@@ -246,16 +258,41 @@ def load_video_split(dataset_name, split_name, dataset_dir, command, num_classes
 
   Raises:
     DatasetError: as load_split, or image data, or another number of classes.
+    DataError: records of another format version; the message names the command that
+      migrates older ones.
   """
   split = load_split(dataset_name, split_name, dataset_dir, command)
   if split.modality is None:
     raise DatasetError('%s has no modality (rgb or flow): it is not converted video data; '
                        're-run: %s' % (os.path.join(dataset_dir, INFO_FILENAME), command))
+  check_format_version(read_dataset_info(dataset_dir), dataset_dir)
   if num_classes is not None and split.num_classes != num_classes:
     raise DatasetError('%s describes %s with %d classes; %s has %d; re-run: %s'
                        % (os.path.join(dataset_dir, INFO_FILENAME), dataset_name,
                           split.num_classes, dataset_name, num_classes, command))
   return split
+
+
+def migrate_command(dataset_dir):
+  """The command that rewrites older video records in `dataset_dir` in today's layout."""
+  return 'python -m %s --dataset_dir=%s --output_dir=%s_v%d' % (
+      MIGRATE_MODULE, dataset_dir, dataset_dir.rstrip('/'), VIDEO_FORMAT_VERSION)
+
+
+def check_format_version(info, dataset_dir):
+  """DataError unless the video records are in today's layout (VIDEO_FORMAT_VERSION)."""
+  version = info.get('format_version', 1)
+  if version == VIDEO_FORMAT_VERSION:
+    return
+  path = os.path.join(dataset_dir, INFO_FILENAME)
+  if isinstance(version, int) and version < VIDEO_FORMAT_VERSION:
+    raise DataError('%s holds video records of format %d (one record per whole video); '
+                    'this version reads format %d (chunked, with an index); migrate them '
+                    'with: %s' % (path, version, VIDEO_FORMAT_VERSION,
+                                  migrate_command(dataset_dir)))
+  raise DataError('%s has format_version %r, which this version cannot read (it reads %d); '
+                  'use the slimdeploy that wrote it, or re-run the conversion'
+                  % (path, version, VIDEO_FORMAT_VERSION))
 
 
 def check_split_name(dataset_name, split_name, split_names):

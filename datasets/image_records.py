@@ -53,6 +53,22 @@ def _features():
   }
 
 
+def parse_encoded_example(serialized):
+  """Parses one record without decoding it (graph ops): (encoded bytes string scalar,
+  label int64 scalar)."""
+  parsed = tf.io.parse_single_example(serialized, _features())
+  return parsed['image/encoded'], parsed['image/class/label']
+
+
+def decode_image(encoded, num_channels):
+  """uint8 [H, W, num_channels] of PNG or JPEG bytes (graph ops; H, W dynamic)."""
+  # decode_image sniffs the bytes, so the format key is informational only.
+  image = tf.io.decode_image(encoded, channels=num_channels, dtype=tf.uint8,
+                             expand_animations=False)
+  image.set_shape([None, None, num_channels])
+  return image
+
+
 def parse_image_example(serialized, num_channels):
   """Parses and decodes one record (graph ops).
 
@@ -63,9 +79,5 @@ def parse_image_example(serialized, num_channels):
   Returns:
     (image uint8 [H, W, num_channels], label int64 scalar). H and W are dynamic.
   """
-  parsed = tf.io.parse_single_example(serialized, _features())
-  # decode_image sniffs the bytes, so the format key is informational only.
-  image = tf.io.decode_image(parsed['image/encoded'], channels=num_channels,
-                             dtype=tf.uint8, expand_animations=False)
-  image.set_shape([None, None, num_channels])
-  return image, parsed['image/class/label']
+  encoded, label = parse_encoded_example(serialized)
+  return decode_image(encoded, num_channels), label

@@ -1,9 +1,24 @@
-"""The clip record: one video as a `tf.train.SequenceExample`, the layout the field uses.
+"""The clip records of a video dataset (format 2): chunked SequenceExamples and an index.
 
-Context (one value per video; DMVR / MediaSequence names):
+A clip read costs the bytes of the frames it uses (within the frames of one chunk at each
+end), whatever the video's length: the reader looks a sampled clip's frames up in the
+index and reads only the byte ranges of the chunks that hold them.
+
+Per split, shard files `<split>-0000i-of-000NN` (TFRecord), each with its index beside it,
+`<split>-0000i-of-000NN.index` (TFRecord too). `dataset_info.json` records
+`"format_version": 2` and `"chunk_frames"`; format 1 (before the key existed) held one
+record per whole video and is migrated by `python -m datasets.migrate_video_records`.
+
+The shard: each video as consecutive records, one per chunk of `chunk_frames`
+consecutive frames (the last chunk may be shorter), in frame order. A chunk record is a
+`tf.train.SequenceExample` in the MediaSequence / DMVR layout, so the field's tools read
+each chunk as a clip of its video:
+
+Context (the video's, repeated in each of its chunks; DMVR / MediaSequence names):
     clip/label/index    int64   class index, 0-based
     clip/label/string   bytes   class name
     example/id          bytes   video id (file name without extension), unique per split
+    clip/media_id       bytes   the same video id (MediaSequence's name for it)
     clip/data_path      bytes   the source path relative to the video root
     image/height        int64   frame height after resizing
     image/width         int64   frame width after resizing
@@ -11,25 +26,48 @@ Context (one value per video; DMVR / MediaSequence names):
     image/frame_rate    float   frames per second of the stored frames
     image/format        bytes   b'jpeg'
     clip/modality       bytes   b'rgb' or b'flow'
-    clip/num_frames     int64   number of stored frames (length of the feature lists)
+    clip/num_frames     int64   frames of the whole video
+    chunk/first_frame   int64   index in the video of this chunk's first frame
 
-Feature lists (one entry per frame, in order):
+Feature lists (one entry per frame of the chunk, in order):
     rgb:  image/encoded           one RGB JPEG per frame
     flow: flow/u/encoded, flow/v/encoded   one grey JPEG per frame for each flow channel;
           pixel = round((clip(flow, -20, 20) + 20) * 255 / 40), so 0..255 maps to -20..20
           and readers scale to [-1, 1] with pixel / 127.5 - 1.
+`python -m datasets.export_media_sequence` writes whole-video records with the field's
+keys, flow as MediaSequence's `FORWARD_FLOW/image/encoded` (R = u, G = v, B = 0).
 
-Readers sample frame indices first and decode only the chosen JPEGs.
+The index: one `tf.train.Example` per video, in shard order:
+    example/id          bytes   video id
+    clip/label/index    int64   class index
+    chunk/frame_bounds  int64 [n + 1]  chunk k holds frames [b[k], b[k + 1]); b[n] is
+                                       the video's frame count
+    chunk/byte_bounds   int64 [n + 1]  chunk k's record starts at byte b[k] of the shard
+                                       (its TFRecord length field) and ends at b[k + 1]
+A TFRecord record of L bytes occupies L + 16 bytes (8 length, 4 length CRC, data, 4 data
+CRC), so the bounds follow from the record sizes and are checked against the file.
+
+Readers sample frame indices first, read the chunks that hold them and decode only the
+chosen JPEGs (`datasets/inputs/clip_reader.py`). Records and index entries are serialized
+deterministically, so `python -m datasets.convert_videos --only_shard` rebuilds a shard
+and its index byte for byte; `python -m datasets.verify_records` checks that each index
+lists exactly the chunks its shard holds (`datasets/index_check.py`).
 """
 
-from datasets.converted_data import MODALITY_CHANNELS
+from datasets.converted_data import MODALITY_CHANNELS, VIDEO_FORMAT_VERSION
+from datasets.conversion.shard_writer import INDEX_SUFFIX
 from datasets.conversion.video_frames import FLOW_BOUND, flow_to_uint8  # pylint: disable=unused-import
 from tf_compat import tf
 
-__all__ = ['MODALITIES', 'FLOW_BOUND', 'frame_feature_keys', 'clip_to_sequence_example',
-           'parse_clip', 'flow_to_uint8']
+__all__ = ['MODALITIES', 'FLOW_BOUND', 'FORMAT_VERSION', 'DEFAULT_CHUNK_FRAMES',
+           'INDEX_SUFFIX', 'RECORD_OVERHEAD', 'frame_feature_keys', 'chunk_bounds',
+           'video_chunks', 'index_entry', 'index_path', 'parse_index_entry', 'parse_chunks',
+           'flow_to_uint8']
 
 MODALITIES = MODALITY_CHANNELS   # modality -> channels
+FORMAT_VERSION = VIDEO_FORMAT_VERSION
+DEFAULT_CHUNK_FRAMES = 8   # a 64-frame clip at a random start reads 71 frames on average
+RECORD_OVERHEAD = 16       # bytes a TFRecord adds to each record
 
 
 def frame_feature_keys(modality):
@@ -41,21 +79,34 @@ def frame_feature_keys(modality):
   raise ValueError('modality=%r is not known; valid: %s' % (modality, ', '.join(MODALITIES)))
 
 
+def index_path(shard_path):
+  """The index file of a shard: `<shard>.index`."""
+  return shard_path + INDEX_SUFFIX
+
+
 def _bytes(values):
   return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
 
 
-def _int64(value):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+def _int64(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
 
 
 def _float(value):
   return tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
 
 
-def clip_to_sequence_example(frames, *, modality, label, label_string, video_id, data_path,
-                             height, width, frame_rate):
-  """Builds the record of one video.
+def chunk_bounds(num_frames, chunk_frames):
+  """[0, C, 2C, ..., num_frames]: the frame bounds of a video's chunks."""
+  if not isinstance(chunk_frames, int) or chunk_frames < 1:
+    raise ValueError('chunk_frames=%r is not accepted: use a positive integer'
+                     % (chunk_frames,))
+  return list(range(0, num_frames, chunk_frames)) + [num_frames]
+
+
+def video_chunks(frames, *, modality, label, label_string, video_id, data_path, height,
+                 width, frame_rate, chunk_frames=DEFAULT_CHUNK_FRAMES):
+  """The chunk records of one video.
 
   Args:
     frames: rgb: a list of JPEG bytes, one per frame; flow: a list of (u JPEG, v JPEG).
@@ -63,54 +114,84 @@ def clip_to_sequence_example(frames, *, modality, label, label_string, video_id,
     label, label_string: class index (0-based) and class name.
     video_id, data_path: the video's id and its path relative to the video root.
     height, width: frame size; frame_rate: stored frames per second.
+    chunk_frames: frames per chunk (the last chunk may hold fewer).
 
   Returns:
-    A `tf.train.SequenceExample`.
+    (serialized chunk records in frame order, frame bounds [n + 1]). Serialized
+    deterministically (maps in key order): the same video gives the same bytes in any
+    process, so a rebuilt shard is byte-identical to the original.
   """
   keys = frame_feature_keys(modality)
   if not frames:
     raise ValueError('video %s has no frames' % video_id)
-  per_key = [frames] if modality == 'rgb' else [[f[0] for f in frames], [f[1] for f in frames]]
-  context = tf.train.Features(feature={
-      'clip/label/index': _int64(label),
+  bounds = chunk_bounds(len(frames), chunk_frames)
+  context = {
+      'clip/label/index': _int64([label]),
       'clip/label/string': _bytes([label_string.encode('utf-8')]),
       'example/id': _bytes([video_id.encode('utf-8')]),
+      'clip/media_id': _bytes([video_id.encode('utf-8')]),
       'clip/data_path': _bytes([data_path.encode('utf-8')]),
-      'image/height': _int64(height),
-      'image/width': _int64(width),
-      'image/channels': _int64(MODALITIES[modality]),
+      'image/height': _int64([height]),
+      'image/width': _int64([width]),
+      'image/channels': _int64([MODALITIES[modality]]),
       'image/frame_rate': _float(frame_rate),
       'image/format': _bytes([b'jpeg']),
       'clip/modality': _bytes([modality.encode('ascii')]),
-      'clip/num_frames': _int64(len(frames)),
+      'clip/num_frames': _int64([len(frames)]),
+  }
+  records = []
+  for first, end in zip(bounds[:-1], bounds[1:]):
+    part = frames[first:end]
+    per_key = [part] if modality == 'rgb' else [[f[0] for f in part], [f[1] for f in part]]
+    features = dict(context, **{'chunk/first_frame': _int64([first])})
+    records.append(tf.train.SequenceExample(
+        context=tf.train.Features(feature=features),
+        feature_lists=tf.train.FeatureLists(feature_list={
+            key: tf.train.FeatureList(feature=[_bytes([jpeg]) for jpeg in jpegs])
+            for key, jpegs in zip(keys, per_key)})).SerializeToString(deterministic=True))
+  return records, bounds
+
+
+def index_entry(video_id, label, frame_bounds, byte_bounds):
+  """The serialized index Example of one video (layout in the module docstring)."""
+  return tf.train.Example(features=tf.train.Features(feature={
+      'example/id': _bytes([video_id.encode('utf-8') if isinstance(video_id, str)
+                            else video_id]),
+      'clip/label/index': _int64([label]),
+      'chunk/frame_bounds': _int64(frame_bounds),
+      'chunk/byte_bounds': _int64(byte_bounds),
+  })).SerializeToString(deterministic=True)
+
+
+def parse_index_entry(serialized):
+  """Graph ops: one serialized index Example -> dict of 'video_id' string [], 'label'
+  int64 [], 'frame_bounds' and 'byte_bounds' int64 [n + 1]."""
+  parsed = tf.io.parse_single_example(serialized, {
+      'example/id': tf.io.FixedLenFeature([], tf.string),
+      'clip/label/index': tf.io.FixedLenFeature([], tf.int64),
+      'chunk/frame_bounds': tf.io.VarLenFeature(tf.int64),
+      'chunk/byte_bounds': tf.io.VarLenFeature(tf.int64),
   })
-  feature_lists = tf.train.FeatureLists(feature_list={
-      key: tf.train.FeatureList(feature=[_bytes([jpeg]) for jpeg in jpegs])
-      for key, jpegs in zip(keys, per_key)})
-  return tf.train.SequenceExample(context=context, feature_lists=feature_lists)
+  return {'video_id': parsed['example/id'], 'label': parsed['clip/label/index'],
+          'frame_bounds': tf.sparse.to_dense(parsed['chunk/frame_bounds']),
+          'byte_bounds': tf.sparse.to_dense(parsed['chunk/byte_bounds'])}
 
 
-def parse_clip(serialized, modality):
-  """Graph ops: parses one serialized record.
+def parse_chunks(serialized, modality):
+  """Graph ops: serialized chunk records string [n] of one video, in frame order.
 
   Returns:
-    (context dict of scalar tensors, frames): frames is a string tensor [num_frames] of
-    JPEGs for rgb, or [num_frames, 2] (u, v) for flow.
+    (context dict: 'example/id' string [n], 'chunk/first_frame' int64 [n];
+     frames: the chunks' JPEGs concatenated, string [F] for rgb or [F, 2] (u, v) for flow;
+     lengths: int64 [n], frames per chunk).
   """
-  context_spec = {
-      'clip/label/index': tf.io.FixedLenFeature([], tf.int64),
-      'clip/label/string': tf.io.FixedLenFeature([], tf.string),
-      'example/id': tf.io.FixedLenFeature([], tf.string),
-      'clip/data_path': tf.io.FixedLenFeature([], tf.string, default_value=''),
-      'image/height': tf.io.FixedLenFeature([], tf.int64),
-      'image/width': tf.io.FixedLenFeature([], tf.int64),
-      'image/frame_rate': tf.io.FixedLenFeature([], tf.float32, default_value=0.0),
-      'clip/num_frames': tf.io.FixedLenFeature([], tf.int64),
-  }
   keys = frame_feature_keys(modality)
-  sequence_spec = {key: tf.io.FixedLenSequenceFeature([], tf.string) for key in keys}
-  context, sequences = tf.io.parse_single_sequence_example(
-      serialized, context_features=context_spec, sequence_features=sequence_spec)
-  if modality == 'rgb':
-    return context, sequences[keys[0]]
-  return context, tf.stack([sequences[keys[0]], sequences[keys[1]]], axis=1)
+  context, sequences, lengths = tf.io.parse_sequence_example(
+      serialized,
+      context_features={'example/id': tf.io.FixedLenFeature([], tf.string),
+                        'chunk/first_frame': tf.io.FixedLenFeature([], tf.int64)},
+      sequence_features={key: tf.io.FixedLenSequenceFeature([], tf.string) for key in keys})
+  columns = [tf.RaggedTensor.from_tensor(sequences[key], lengths=lengths[key]).values
+             for key in keys]
+  frames = columns[0] if modality == 'rgb' else tf.stack(columns, axis=1)
+  return context, frames, lengths[keys[0]]

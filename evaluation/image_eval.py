@@ -20,7 +20,9 @@ import numpy as np
 from checkpoints import restore
 from deployment.precision import network_in_precision
 from deployment.session_config import session_config_for
+from core.errors import DataError
 from core.params import ConfigError
+from datasets import damaged_shards
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
 from evaluation.metrics import classification_metrics
@@ -33,10 +35,13 @@ __all__ = ['EvalConfig', 'EvalResult', 'evaluate', 'input_settings']
 
 EvalResult = collections.namedtuple(
     'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint',
-                   'metrics', 'moving_averages'])
+                   'metrics', 'moving_averages', 'unscored', 'not_read'], defaults=((), 0))
 EvalResult.__doc__ = """accuracy, recall_at_5: slim's streaming metrics; metrics: the
 evaluation.metrics.ClassificationMetrics of the same predictions (metrics.top1 ==
-accuracy); moving_averages: whether the averaged weights were evaluated."""
+accuracy); moving_averages: whether the averaged weights were evaluated; unscored:
+(('record N of <shard>', reason), ...) the images read but not scored (they do not
+decode); not_read: images dataset_info.json lists that the records lack. The figures are
+over the scored images only."""
 
 
 def input_settings(config):
@@ -47,7 +52,8 @@ def input_settings(config):
 
 
 def _build_graph(config, setup, split):
-  """Returns (slim's update ops, slim's metric values, logits [b, C], labels [b])."""
+  """Returns (slim's update ops, slim's metric values, logits [b, C], labels [b], where
+  [b], damage [b]); the metrics count only the images that decoded (damage '')."""
   preprocessing_name, image_size = input_settings(config)
   kwargs = {}
   if config.use_batch_norm is not None:
@@ -60,17 +66,18 @@ def _build_graph(config, setup, split):
         split, batch_size=setup.batch_size, image_size=image_size,
         preprocessing_name=preprocessing_name, is_training=False, num_readers=1,
         num_preprocessing_threads=config.num_preprocessing_threads, num_epochs=1,
-        drop_remainder=False, labels_offset=config.labels_offset)
-    images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
+        drop_remainder=False, labels_offset=config.labels_offset, report_damaged=True)
+    images, labels, where, damage = tf.data.make_one_shot_iterator(dataset).get_next()
   logits, _ = network_fn(images)
   predictions = tf.argmax(logits, 1)
   k = min(5, logits.get_shape().as_list()[-1])
-  accuracy = tf.metrics.accuracy(labels, predictions)
+  scored = tf.cast(tf.equal(damage, ''), tf.float32)
+  accuracy = tf.metrics.accuracy(labels, predictions, weights=scored)
   recall = tf.metrics.mean(tf.cast(tf.nn.in_top_k(logits, tf.cast(labels, tf.int32), k),
-                                   tf.float32))
+                                   tf.float32), weights=scored)
   updates = [accuracy[1], recall[1]]
   values = {'Accuracy': accuracy[0], 'Recall_5': recall[0]}
-  return updates, values, logits, labels
+  return updates, values, logits, labels, where, damage
 
 
 def _restore_plan(config, split, checkpoint):
@@ -112,19 +119,19 @@ def evaluate(config, setup=None, checkpoint=None):
   split = setup.streams[0].split
   checkpoint = checkpoint or setup.streams[0].checkpoint
   with tf.Graph().as_default():
-    updates, values, logits, labels = _build_graph(config, setup, split)
+    updates, values, *outputs = _build_graph(config, setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, checkpoint)
       sess.run(tf.local_variables_initializer())
-      arrays = _run_batches(sess, [updates, logits, labels], _progress(config, setup),
-                            config.max_num_batches)
+      arrays = _run_batches(sess, [updates] + outputs, _progress(config, setup),
+                            config.max_num_batches, split)
       slim_metrics = sess.run(values)
   if arrays is None:
     raise ConfigError('--dataset_dir=%s: the %s split yielded no example'
                       % (config.dataset_dir, split.split_name))
-  scores, truth = arrays
+  scores, truth, unscored, not_read = _scored(config, split, arrays)
   metrics = classification_metrics(scores, truth, setup.num_classes)
   logging.info('%s/%s, %d examples, checkpoint %s (step %d): Accuracy %.4f, Recall@5 %.4f',
                config.dataset_name, config.dataset_split_name, metrics.num_examples,
@@ -132,25 +139,45 @@ def evaluate(config, setup=None, checkpoint=None):
                slim_metrics['Recall_5'])
   return EvalResult(float(slim_metrics['Accuracy']), float(slim_metrics['Recall_5']),
                     metrics.num_examples, plan.global_step, checkpoint, metrics,
-                    plan.moving_averages)
+                    plan.moving_averages, unscored, not_read)
 
 
-def _run_batches(sess, fetches, progress, max_num_batches):
-  """Runs (slim's updates, logits, labels) to the end of the data.
+def _run_batches(sess, fetches, progress, max_num_batches, split):
+  """Runs (slim's updates, logits, labels, where, damage) to the end of the data; a
+  damaged record shard raises DamagedShards (one line, the command that rebuilds it).
 
   Returns:
-    (logits float32 [N, C], labels int64 [N]), or None when the data held no example.
+    [logits float32 [N, C], labels [N], where [N], damage [N]], or None when the data
+    held no example.
   """
-  scores, labels = [], []
-  while max_num_batches is None or len(scores) < max_num_batches:
+  parts = []
+  while max_num_batches is None or len(parts) < max_num_batches:
     try:
-      _, batch_scores, batch_labels = sess.run(fetches)
+      with damaged_shards.naming_damaged_shards(split.file_pattern):
+        parts.append(sess.run(fetches)[1:])
     except tf.errors.OutOfRangeError:
       break
-    scores.append(batch_scores)
-    labels.append(batch_labels)
-    progress.add(len(batch_labels))
+    progress.add(len(parts[-1][1]))
   progress.finish()
-  if not scores:
+  if not parts:
     return None
-  return np.concatenate(scores), np.concatenate(labels).astype(np.int64)
+  return [np.concatenate([part[i] for part in parts]) for i in range(len(parts[0]))]
+
+
+def _scored(config, split, arrays):
+  """-> (logits, labels int64 of the scored images, (('record N of <shard>', reason)),
+  images listed but not read)."""
+  logits, labels, where, damage = arrays
+  bad = damage != b''
+  unscored = tuple((item.decode('utf-8'), reason.decode('utf-8'))
+                   for item, reason in zip(where[bad], damage[bad]))
+  not_read = max(0, split.num_samples - len(labels)) if config.max_num_batches is None else 0
+  if unscored or not_read:
+    logging.warning('%d of the %d images listed could not be scored: %s%s',
+                    len(unscored) + not_read, split.num_samples,
+                    '; '.join('%s: %s' % item for item in unscored[:5]),
+                    '; %d not in the records' % not_read if not_read else '')
+  if not np.any(~bad):
+    raise DataError('--dataset_dir=%s: none of the %d images read could be scored, e.g. %s: '
+                    '%s' % (config.dataset_dir, len(labels), *unscored[0]))
+  return logits[~bad], labels[~bad].astype(np.int64), unscored, not_read

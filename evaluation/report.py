@@ -5,7 +5,7 @@ The TensorBoard summaries and the confusion matrix PNGs are `evaluation.summarie
 The JSON report `report-<N>.json` for checkpoint model.ckpt-N
 (`report-<rgb N>-flow-<flow N>.json` for a fusion) under --eval_dir. For videos:
 
-    {"dataset": {"name", "split", "num_videos", "dirs": {stream: dir}},
+    {"dataset": {"name", "split", "num_videos", "unscored_videos", "dirs": {stream: dir}},
      "model": {"name", "num_classes", "net_kwargs"},
      "sampling": {"mode": "eval_clips", "clips", "clip_frames", "crop_size"}
                  | {"mode": "eval_frames", "frames", "crop_size"},
@@ -13,20 +13,29 @@ The JSON report `report-<N>.json` for checkpoint model.ckpt-N
      "streams": {stream: {"checkpoint", "global_step", "moving_averages",
                           "metrics": {"top1", "top5", "mean_class_accuracy", "num_videos"},
                           "per_class": [{"label", "name", "videos", "accuracy"}],
-                          "confusion_matrix": [[count]]}},
+                          "confusion_matrix": [[count]],
+                          "unscored": {"count", "not_read", "videos": [{"id", "reason"}]}}},
      "videos": [{"id", "label", "prediction", "probability"}]}   (primary stream)
+
+"num_videos" counts the videos scored; "unscored_videos" (the primary stream's
+"unscored" "count") those of the split that were not: read but a frame their clips need
+does not decode (listed with the reason), or listed in dataset_info.json but not in the
+records ("not_read": a shard, or a video shard's index, cut at a record boundary). The
+metrics are over the scored.
 
 For images the same, counted in images, with the preprocessing in place of the sampling,
 slim's two figures beside the others and no per-example list (image records carry no id):
 
-    {"dataset": {"name", "split", "num_images", "dirs": {"image": dir}},
+    {"dataset": {"name", "split", "num_images", "unscored_images", "dirs": {"image": dir}},
      "model": {...}, "preprocessing": {"name", "image_size"},
      "primary": "image", "global_step",
      "streams": {"image": {"checkpoint", "global_step", "moving_averages",
                            "metrics": {"top1", "top5", "mean_class_accuracy", "num_images",
                                        "accuracy", "recall_at_5"},
                            "per_class": [{"label", "name", "images", "accuracy"}],
-                           "confusion_matrix": [[count]]}}}
+                           "confusion_matrix": [[count]],
+                           "unscored": {"count", "not_read",
+                                        "images": [{"id": "record N of <shard>", "reason"}]}}}}
 
 A class without examples in the split has accuracy null.
 """
@@ -41,7 +50,7 @@ from evaluation.setup import network_kwargs
 from checkpoints.paths import checkpoint_step
 
 __all__ = ['class_names', 'report_dict', 'image_report_dict', 'run_name', 'report_path',
-           'write_report', 'write_image_report', 'format_table']
+           'write_report', 'write_image_report', 'format_table', 'unscored_lines']
 
 
 def class_names(config, setup):
@@ -54,8 +63,15 @@ def _number(value):
   return None if value is None or math.isnan(value) else float(value)
 
 
+def _unscored(stream, unit):
+  """What `stream` (StreamScores or image_eval.EvalResult) could not score."""
+  return {'count': len(stream.unscored) + stream.not_read, 'not_read': stream.not_read,
+          unit: [{'id': item, 'reason': reason} for item, reason in stream.unscored]}
+
+
 def _stream_dict(stream, metrics, names, unit):
-  """stream: what was evaluated (.checkpoint, .global_step, .moving_averages)."""
+  """stream: what was evaluated (.checkpoint, .global_step, .moving_averages, .unscored,
+  .not_read)."""
   return {
       'checkpoint': stream.checkpoint or None, 'global_step': stream.global_step,
       'moving_averages': stream.moving_averages,
@@ -66,7 +82,8 @@ def _stream_dict(stream, metrics, names, unit):
                      'accuracy': _number(accuracy)}
                     for label, (name, count, accuracy) in enumerate(
                         zip(names, metrics.class_counts, metrics.per_class_accuracy))],
-      'confusion_matrix': metrics.confusion.tolist()}
+      'confusion_matrix': metrics.confusion.tolist(),
+      'unscored': _unscored(stream, unit)}
 
 
 def _videos(stream):
@@ -90,7 +107,7 @@ def report_dict(config, setup, result):
   return {
       'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
                   'num_videos': result.metrics[result.primary.name].num_examples,
-                  'dirs': dirs},
+                  'unscored_videos': result.primary.num_unscored, 'dirs': dirs},
       'model': _model(config, setup),
       'sampling': setup.sampling.as_dict(),
       'primary': result.primary.name, 'global_step': result.global_step,
@@ -108,6 +125,7 @@ def image_report_dict(config, setup, result, preprocessing):
   return {
       'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
                   'num_images': result.metrics.num_examples,
+                  'unscored_images': len(result.unscored) + result.not_read,
                   'dirs': {'image': setup.streams[0].split.dataset_dir}},
       'model': _model(config, setup),
       'preprocessing': {'name': preprocessing[0], 'image_size': preprocessing[1]},
@@ -159,11 +177,31 @@ def write_image_report(eval_dir, config, setup, result, preprocessing):
                      image_report_dict(config, setup, result, preprocessing))
 
 
+def unscored_lines(name, unscored, not_read, unit, shown=5):
+  """Lines saying what one evaluation could not score ([] when it scored everything)."""
+  count = len(unscored) + not_read
+  if not count:
+    return []
+  lines = ['%s: %d %s not scored (not in the metrics):' % (name, count, unit)]
+  lines += ['  %s: %s' % item for item in unscored[:shown]]
+  if len(unscored) > shown:
+    lines.append('  ... %d more in the report' % (len(unscored) - shown))
+  if not_read:
+    lines.append('  %d listed in dataset_info.json but not in the records (a shard or its '
+                 'index cut at a record boundary?); python -m datasets.verify_records checks '
+                 'them' % not_read)
+  return lines
+
+
 def format_table(config, setup, result):
-  """A few lines: what was evaluated, then one row of metrics per stream."""
-  lines = ['%s/%s: %d videos, %s' % (
-      config.dataset_name, config.dataset_split_name,
-      result.metrics[result.primary.name].num_examples, setup.sampling.describe()),
+  """A few lines: what was evaluated, one row of metrics per stream, then the videos that
+  could not be scored, if any."""
+  primary = result.primary
+  scored = result.metrics[primary.name].num_examples
+  counted = ('%d videos' % scored if not primary.num_unscored else
+             '%d of %d videos scored' % (scored, scored + primary.num_unscored))
+  lines = ['%s/%s: %s, %s' % (config.dataset_name, config.dataset_split_name, counted,
+                              setup.sampling.describe()),
            '%-7s %7s %7s %11s  %s' % ('stream', 'top-1', 'top-5', 'mean class',
                                       'checkpoint (step)')]
   for stream in result.streams:
@@ -174,4 +212,5 @@ def format_table(config, setup, result):
     lines.append('%-7s %6.2f%% %6.2f%% %10.2f%%  %s' % (
         stream.name, 100 * metrics.top1, 100 * metrics.top5,
         100 * metrics.mean_class_accuracy, source))
+  lines += unscored_lines(primary.name, primary.unscored, primary.not_read, 'videos')
   return '\n'.join(lines)

@@ -44,9 +44,21 @@ class Run:
 class VideoRun(Run):
   """A video evaluation (summary prints its table)."""
 
+  unit = 'videos'
+
+  @property
+  def num_unscored(self):
+    return self.result.primary.num_unscored
+
 
 class ImageRun(Run):
   """An image evaluation (summary prints slim's line)."""
+
+  unit = 'images'
+
+  @property
+  def num_unscored(self):
+    return len(self.result.unscored) + self.result.not_read
 
 
 def _evaluate_images(config, setup, checkpoints):
@@ -57,7 +69,8 @@ def _evaluate_images(config, setup, checkpoints):
       config.eval_dir, result.global_step,
       [summaries.StreamMetrics('image', result.metrics, 'images')],
       report.class_names(config, setup), report.run_name(result),
-      extra_scalars={'eval/Accuracy': result.accuracy, 'eval/Recall_5': result.recall_at_5})
+      extra_scalars={'eval/Accuracy': result.accuracy, 'eval/Recall_5': result.recall_at_5,
+                     'eval/unscored_images': len(result.unscored) + result.not_read})
   path = report.write_image_report(config.eval_dir, config, setup, result,
                                    input_settings(config))
   return ImageRun(result, setup, path, tuple(figures))
@@ -71,7 +84,8 @@ def _evaluate_videos(config, setup, checkpoints):
       config.eval_dir, result.global_step,
       [summaries.StreamMetrics(s.name, result.metrics[s.name], 'videos')
        for s in result.streams],
-      report.class_names(config, setup), report.run_name(result))
+      report.class_names(config, setup), report.run_name(result),
+      extra_scalars={'eval/unscored_videos': result.primary.num_unscored})
   path = report.write_report(config.eval_dir, config, setup, result)
   return VideoRun(result, setup, path, tuple(figures))
 
@@ -121,6 +135,7 @@ def summary(config, result):
     image = result.result
     lines = ['Accuracy: %.4f  Recall@5: %.4f  (%d examples, step %d)' % (
         image.accuracy, image.recall_at_5, image.num_examples, image.global_step)]
+    lines += report.unscored_lines('image', image.unscored, image.not_read, 'images')
   if result.report_path:
     lines.append('report: %s' % result.report_path)
   lines += ['confusion matrix: %s' % path for path in result.confusion_paths]
@@ -128,8 +143,9 @@ def summary(config, result):
 
 
 def exit_status(config, results):
-  """OK, or BELOW_TARGET (after one error line) when nothing was evaluated or accuracy is
-  too low (core/errors.py's table)."""
+  """OK; BELOW_TARGET (after one error line) when nothing was evaluated or accuracy is
+  too low; else INCOMPLETE (after one error line) when the last evaluation could not score
+  every video or image of the split (core/errors.py's table)."""
   if not results:
     errors.print_error('--watch: no checkpoint appeared in --checkpoint_path=%s within '
                        '--watch_timeout=%g s' % (config.checkpoint_path, config.watch_timeout))
@@ -139,4 +155,11 @@ def exit_status(config, results):
     errors.print_error('accuracy %.4f is below --min_accuracy=%.4f'
                        % (accuracy, config.min_accuracy))
     return errors.BELOW_TARGET
+  if results[-1].num_unscored:
+    last = results[-1]
+    errors.print_error('%d %s of %s/%s could not be scored (listed above and in the report); '
+                       'the figures are over the rest' % (
+                           last.num_unscored, last.unit, config.dataset_name,
+                           config.dataset_split_name))
+    return errors.INCOMPLETE
   return errors.OK

@@ -26,7 +26,9 @@ from evaluation.progress import SplitProgress, expected_examples
 from evaluation.setup import network_kwargs
 from nets import nets_factory
 from tf_compat import tf
+from core.errors import DataError
 from core.params import ConfigError
+from datasets import damaged_shards
 
 __all__ = ['StreamScores', 'VideoEvalResult', 'clip_logits', 'score_videos', 'fuse',
            'evaluate_videos']
@@ -41,10 +43,15 @@ class StreamScores:
     checkpoint: the checkpoint prefix ('' for the fusion).
     global_step: the checkpoint's step (the rgb stream's for the fusion).
     moving_averages: whether averaged weights were evaluated.
-    video_ids: str [N], in the order read.
+    video_ids: str [N], in the order read: the videos scored.
     labels: int64 [N] (labels_offset subtracted).
     logits: float32 [N, C], averaged over each video's clips (summed over streams for
       the fusion).
+    unscored: ((video id, reason), ...) the videos read but not scored: a frame their
+      clips need does not decode (the fusion: those of either stream).
+    not_read: videos dataset_info.json lists that the records did not hold (a shard's
+      index cut at a record boundary); 0 with --max_num_batches, which reads fewer on
+      purpose.
   """
   name: str
   checkpoint: str
@@ -53,6 +60,13 @@ class StreamScores:
   video_ids: np.ndarray
   labels: np.ndarray
   logits: np.ndarray
+  unscored: tuple = ()
+  not_read: int = 0
+
+  @property
+  def num_unscored(self):
+    """Videos of the split this stream could not score (read or not)."""
+    return len(self.unscored) + self.not_read
 
   def probabilities(self):
     """float32 [N, C]: softmax of the logits."""
@@ -107,7 +121,7 @@ def _inputs(config, setup, stream):
         num_readers=1, num_parallel_calls=config.num_preprocessing_threads, num_epochs=1,
         drop_remainder=False, labels_offset=config.labels_offset,
         eval_frames=sampling.eval_frames, eval_clips=sampling.eval_clips,
-        repeat_first_frame=config.repeat_first_frame)
+        repeat_first_frame=config.repeat_first_frame, report_damaged=True)
     return tf.data.make_one_shot_iterator(dataset).get_next()
 
 
@@ -129,19 +143,43 @@ def _restore(sess, saver, stream, checkpoint):
         stream.checkpoint_flag, checkpoint, str(error).split('\n')[0])) from None
 
 
-def _run(sess, fetches, progress, max_num_batches):
-  """Runs `fetches` (logits, labels, ids) to the end of the data; concatenated arrays."""
+def _run(sess, fetches, progress, max_num_batches, split):
+  """Runs `fetches` (logits, labels, ids, damage) to the end of the data; concatenated
+  arrays. A damaged record shard raises DamagedShards (one line, the rebuild command)."""
   parts = []
   while max_num_batches is None or len(parts) < max_num_batches:
     try:
-      parts.append(sess.run(fetches))
+      with damaged_shards.naming_damaged_shards(split.file_pattern):
+        parts.append(sess.run(fetches))
     except tf.errors.OutOfRangeError:
       break
     progress.add(len(parts[-1][1]))
   progress.finish()
   if not parts:
     return None
-  return [np.concatenate([p[i] for p in parts]) for i in range(3)]
+  return [np.concatenate([p[i] for p in parts]) for i in range(len(fetches))]
+
+
+def _scored(config, stream, arrays):
+  """-> (logits, labels, ids of the scored videos, ((id, reason) unscored), not read)."""
+  logits, labels, ids, damage = arrays
+  ids = np.array([i.decode('utf-8') for i in ids])
+  bad = damage != b''
+  unscored = tuple((video_id, reason.decode('utf-8'))
+                   for video_id, reason in zip(ids[bad], damage[bad]))
+  listed = stream.split.num_samples
+  not_read = max(0, listed - len(ids)) if config.max_num_batches is None else 0
+  if unscored or not_read:
+    logging.warning('%s: %d of the %d videos listed could not be scored: %s%s', stream.name,
+                    len(unscored) + not_read, listed,
+                    '; '.join('%s: %s' % item for item in unscored[:5]),
+                    '; %d not in the records (checked by: python -m datasets.verify_records '
+                    '--dataset_dir=%s)' % (not_read, stream.split.dataset_dir)
+                    if not_read else '')
+  if not np.any(~bad):
+    raise DataError('--%s: none of the %d videos read could be scored, e.g. %s: %s'
+                    % (stream.data_flag, len(ids), *unscored[0]))
+  return logits[~bad], labels[~bad], ids[~bad], unscored, not_read
 
 
 def _progress(config, setup, stream):
@@ -154,54 +192,80 @@ def _progress(config, setup, stream):
 def score_videos(config, setup, stream, checkpoint):
   """Runs the model of one stream over its split; returns StreamScores.
 
+  Videos whose clips need a frame that does not decode are left out and listed in
+  `unscored` with the reason; videos dataset_info.json lists but the records lack are
+  counted in `not_read`.
+
   Raises:
     ConfigError: the checkpoint does not fit the model and records, or the split
       yields no video.
+    DataError: a damaged record shard (DamagedShards), or no video could be scored.
   """
   network_fn = network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=setup.num_classes, is_training=False,
       **network_kwargs(config)), config.mixed_precision)
   with tf.Graph().as_default():
-    clips, labels, video_ids = _inputs(config, setup, stream)
+    clips, labels, video_ids, damage = _inputs(config, setup, stream)
     logits = clip_logits(network_fn, clips)
     plan = _restore_plan(config, setup, stream, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, stream, checkpoint)
-      arrays = _run(sess, [logits, labels, video_ids], _progress(config, setup, stream),
-                    config.max_num_batches)
+      arrays = _run(sess, [logits, labels, video_ids, damage],
+                    _progress(config, setup, stream), config.max_num_batches, stream.split)
   if arrays is None:
     raise ConfigError('--%s: the %s split yielded no video' % (
         stream.data_flag, stream.split.split_name))
-  logits, labels, ids = arrays
+  logits, labels, ids, unscored, not_read = _scored(config, stream, arrays)
   logging.info('%s: %d videos scored with %s (step %d%s)', stream.name, len(ids), checkpoint,
                plan.global_step, ', moving averages' if plan.moving_averages else '')
   return StreamScores(stream.name, checkpoint, plan.global_step, plan.moving_averages,
-                      np.array([i.decode('utf-8') for i in ids]), labels.astype(np.int64),
-                      logits.astype(np.float32))
+                      ids, labels.astype(np.int64), logits.astype(np.float32), unscored,
+                      not_read)
+
+
+def _unscored_by_either(rgb, flow):
+  """((video id, 'rgb: reason; flow: reason'), ...) of the videos either stream left out."""
+  reasons = {}
+  for stream in (rgb, flow):
+    for video_id, reason in stream.unscored:
+      reasons.setdefault(video_id, []).append('%s: %s' % (stream.name, reason))
+  return tuple((video_id, '; '.join(texts)) for video_id, texts in reasons.items())
+
+
+def _without(stream, video_ids):
+  """(ids, labels, logits) of `stream` without the videos in `video_ids`."""
+  keep = np.array([v not in video_ids for v in stream.video_ids], bool)
+  return stream.video_ids[keep], stream.labels[keep], stream.logits[keep]
 
 
 def fuse(rgb, flow, flow_flag='flow_dataset_dir'):
-  """The fusion stream: rgb + flow logits of the same video, in the rgb order.
+  """The fusion stream: rgb + flow logits of the same video, in the rgb order. A video
+  either stream could not score is not fused: it is listed in the fusion's `unscored`.
 
   Raises:
     ConfigError: the two streams did not score the same videos with the same labels.
   """
-  position = {video_id: i for i, video_id in enumerate(flow.video_ids)}
-  missing = [v for v in rgb.video_ids if v not in position]
-  extra = len(flow.video_ids) - (len(rgb.video_ids) - len(missing))
-  if missing or extra or len(position) != len(flow.video_ids):
+  unscored = _unscored_by_either(rgb, flow)
+  skip = {video_id for video_id, _ in unscored}
+  rgb_ids, rgb_labels, rgb_logits = _without(rgb, skip)
+  flow_ids, flow_labels, flow_logits = _without(flow, skip)
+  position = {video_id: i for i, video_id in enumerate(flow_ids)}
+  missing = [v for v in rgb_ids if v not in position]
+  extra = len(flow_ids) - (len(rgb_ids) - len(missing))
+  if missing or extra or len(position) != len(flow_ids):
     example = missing[0] if missing else 'duplicates or videos the rgb records lack'
     raise ConfigError('--fusion: --%s does not hold the same videos as the rgb records '
                       '(%d rgb videos missing from it, %d extra; e.g. %s)'
                       % (flow_flag, len(missing), max(extra, 0), example))
-  order = np.array([position[v] for v in rgb.video_ids], np.int64)
-  if np.any(flow.labels[order] != rgb.labels):
+  order = np.array([position[v] for v in rgb_ids], np.int64)
+  if np.any(flow_labels[order] != rgb_labels):
     raise ConfigError('--fusion: --%s labels some videos differently from the rgb records'
                       % flow_flag)
   return StreamScores('fusion', '', rgb.global_step,
-                      rgb.moving_averages and flow.moving_averages, rgb.video_ids,
-                      rgb.labels, rgb.logits + flow.logits[order])
+                      rgb.moving_averages and flow.moving_averages, rgb_ids, rgb_labels,
+                      rgb_logits + flow_logits[order], unscored,
+                      max(rgb.not_read, flow.not_read))
 
 
 def evaluate_videos(config, setup, checkpoints):

@@ -9,11 +9,12 @@
 
 The file goes through the path its model's evaluation data went through, so the model sees
 what eval.py would show it for that video: the converter's per-video work
-(`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized, optional frame
-rate, TV-L1 flow for flow models, JPEG at the converter's quality), one clip record
-(`datasets.video_records`), then evaluation's clip sampling and centre crop
-(`datasets.inputs.clip_input`, values in [-1, 1]). The model's logits are averaged over the
-video's clips (as evaluation does) and turned into probabilities.
+(`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized,
+optional frame rate, TV-L1 flow for flow models, JPEG at the converter's quality), one
+shard of chunked clip records with its index (`datasets.video_records`), then
+evaluation's clip sampling and centre crop (`datasets.inputs.clip_input`, values in
+[-1, 1]). The model's logits are averaged over the video's clips (as evaluation does) and
+turned into probabilities.
 """
 
 import dataclasses
@@ -24,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from datasets import converted_data, video_records
-from datasets.conversion import shard_writer
+from datasets.conversion import shard_writer, video_shards
 from datasets.inputs import clip_input
 from datasets.dataset_split import DatasetSplit
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
@@ -74,7 +75,7 @@ class Prediction:
 
 
 def _record_file(directory, video, info):
-  """Converts the video into one clip record file; -> (path, number of frames)."""
+  """Converts the video into one shard of clip records; -> number of frames."""
   if not os.path.isfile(video):
     raise ConfigError('--video=%s: no such file' % video)
   decoding = info['decoding']
@@ -85,12 +86,12 @@ def _record_file(directory, video, info):
     frames = process_video(task)
   except BadVideo as error:
     raise DataError('--video=%s: %s' % (video, error)) from None
-  record = video_records.clip_to_sequence_example(
+  chunked = video_shards.chunk_video(
       frames['frames'], modality=info['modality'], label=0, label_string='',
       video_id=task.video_id, data_path=video, height=frames['height'],
-      width=frames['width'], frame_rate=frames['frame_rate'])
-  shard_writer.write_shard([record.SerializeToString()], directory, 'video', 0, 1,
-                           num_records=1)
+      width=frames['width'], frame_rate=frames['frame_rate'],
+      chunk_frames=video_records.DEFAULT_CHUNK_FRAMES)
+  video_shards.write_video_shard([chunked], directory, 'video', 0, 1)
   return len(frames['frames'])
 
 

@@ -11,7 +11,10 @@ from absl import flags
 
 from core.params import define_flags
 from datasets.conversion.image_conversion import ImageConversion
+from datasets.conversion.media_sequence_export import MediaSequenceExport
+from datasets.conversion.record_migration import RecordMigration
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
 from nets.inflation import InflateConfig
@@ -20,6 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = {'datasets.convert_images': ImageConversion,
          'datasets.convert_videos': VideoConversion,
          'datasets.make_synthetic_videos': SyntheticVideosConfig,
+         'datasets.verify_records': VerifyConfig,
+         'datasets.migrate_video_records': RecordMigration,
+         'datasets.export_media_sequence': MediaSequenceExport,
          'nets.inflate': InflateConfig,
          'deployment.launch_local': LaunchConfig}
 _CITATION = re.compile(r'-m (%s)\b(.*)' % '|'.join(re.escape(t) for t in TOOLS))

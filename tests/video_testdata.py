@@ -132,23 +132,46 @@ def shared_checkpoint(tmp_path_factory, name):
 # ----------------------------------------------------------------------------- references
 
 
+def whole_videos(dataset_dir, split):
+  """{video id: tf.train.SequenceExample of the whole video}, put together from the chunk
+  records of every `<split>-?????-of-?????` shard: the first chunk's context, and each
+  feature list concatenated in `chunk/first_frame` order (checked to tile the video)."""
+  chunks = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(dataset_dir, '%s-?????-of-?????' % split))):
+    for serialized in tf.io.tf_record_iterator(path):
+      example = tf.train.SequenceExample.FromString(serialized)
+      video_id = example.context.feature['example/id'].bytes_list.value[0].decode()
+      chunks.setdefault(video_id, []).append(example)
+  videos = {}
+  for video_id, parts in chunks.items():
+    parts.sort(key=lambda e: e.context.feature['chunk/first_frame'].int64_list.value[0])
+    whole = tf.train.SequenceExample()
+    whole.context.CopyFrom(parts[0].context)
+    for part in parts:
+      first = part.context.feature['chunk/first_frame'].int64_list.value[0]
+      for key, frames in part.feature_lists.feature_list.items():
+        assert len(whole.feature_lists.feature_list[key].feature) == first, video_id
+        whole.feature_lists.feature_list[key].feature.extend(frames.feature)
+    num_frames = whole.context.feature['clip/num_frames'].int64_list.value[0]
+    assert all(len(f.feature) == num_frames
+               for f in whole.feature_lists.feature_list.values()), video_id
+    videos[video_id] = whole
+  return videos
+
+
 def read_records(dataset_dir, split='test', modality='rgb'):
   """{video id: (label, frames uint8 [T, H, W, C])} decoded with Pillow."""
   videos = {}
-  for path in sorted(tf.io.gfile.glob(os.path.join(dataset_dir, '%s-*' % split))):
-    for serialized in tf.io.tf_record_iterator(path):
-      example = tf.train.SequenceExample.FromString(serialized)
-      context = example.context.feature
-      video_id = context['example/id'].bytes_list.value[0].decode()
-      label = context['clip/label/index'].int64_list.value[0]
-      lists = example.feature_lists.feature_list
-      keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
-      channels = [[_pil(f.bytes_list.value[0]) for f in lists[key].feature] for key in keys]
-      if modality == 'rgb':
-        frames = np.stack(channels[0])
-      else:
-        frames = np.stack([np.stack(c) for c in channels], axis=-1)
-      videos[video_id] = (label, frames)
+  keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
+  for video_id, example in whole_videos(dataset_dir, split).items():
+    label = example.context.feature['clip/label/index'].int64_list.value[0]
+    lists = example.feature_lists.feature_list
+    channels = [[_pil(f.bytes_list.value[0]) for f in lists[key].feature] for key in keys]
+    if modality == 'rgb':
+      frames = np.stack(channels[0])
+    else:
+      frames = np.stack([np.stack(c) for c in channels], axis=-1)
+    videos[video_id] = (label, frames)
   return videos
 
 

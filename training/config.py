@@ -106,6 +106,10 @@ class TrainConfig:
       'changes the class (left versus right motion).')
   repeat_first_frame: bool = param(
       False, 'Video ablation: every frame of a training clip is its first frame (no motion).')
+  max_damaged_fraction: float = param(
+      0.01, 'Video clips with a frame that does not decode are skipped (each video named once '
+      'in the log); training stops (exit status 3) once such videos are more than this '
+      'fraction of the videos this worker reads per epoch. 0 stops at the first.')
   max_number_of_steps: Optional[int] = param(None, 'The maximum number of training steps.')
   use_batch_norm: Optional[bool] = param(
       None, 'For networks where batch norm is optional (lenet); unset = network default.')

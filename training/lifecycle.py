@@ -15,6 +15,9 @@ is no cluster) and turns every outcome into an exit status:
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
     2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent)
+    3    damaged records: a shard that cannot be read (the line names it and the command
+         that rebuilds it), or more videos with frames that do not decode than
+         --max_damaged_fraction allows (a checkpoint was saved first); permanent
     6    train_dir could not be written (full disk, permission, read-only): one line naming
          the file, the reason and the last good checkpoint; temporary files removed
     138  the cluster failed around this task: a parameter server or peer died or does not

@@ -9,11 +9,13 @@ of `log_every_n_steps` it logs
         input wait 3%; ETA 23s)
 
 (" of N" and the ETA with a step limit; lr and input wait when the graph gives them), and
-the chief writes examples_per_sec, sec_per_step and input/wait_share to TensorBoard at the
-same moment with the same values (`training.summaries.write_scalars`). examples/sec counts this worker's examples (per-clone batch x clones) over this
-worker's steps since the previous line, so multi-clone runs are compared in examples, not
-in steps, and asynchronous workers (whose global step also moves for others) count only
-their own work.
+the chief writes examples_per_sec, sec_per_step, input/wait_share and, for video clips,
+input/skipped_clips and input/damaged_videos (clips skipped because a frame does not
+decode, and the distinct videos they came from) to TensorBoard at the same moment with
+the same values (`training.summaries.write_scalars`). examples/sec counts this worker's
+examples (per-clone batch x clones) over this worker's steps since the previous line, so
+multi-clone runs are compared in examples, not in steps, and asynchronous workers (whose
+global step also moves for others) count only their own work.
 
 In a cluster the chief follows each line with one about its workers, read from the
 parameter servers' counters (deployment.worker_stats), and writes the same figures as
@@ -40,7 +42,7 @@ class ProgressStep:
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
-               worker_stats=None, cluster=None, scalars=()):
+               worker_stats=None, cluster=None, scalars=(), skips=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -61,7 +63,12 @@ class ProgressStep:
         written to TensorBoard.
       scalars: (tag, label, tensor) triples fetched with every step, shown as 'label
         value' in the lines and written to TensorBoard under tag (the loss scale).
+      skips: optional damaged_frames.SkipCounter of this worker's input: its counts go in
+        the lines and (the chief's) TensorBoard, and training stops once it is `exceeded`
+        (`stopped_for_damage` is then True).
     """
+    self._skips = skips
+    self.stopped_for_damage = False
     self._on_first_step = on_first_step
     self._extras = {name: tensor for name, tensor in
                     (('learning_rate', learning_rate), ('input_wait', input_wait),
@@ -115,6 +122,9 @@ class ProgressStep:
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
       self._log(step, loss, train_step_kwargs.get('summary_writer'),
                 None if self._cluster is None else sess.run(self._table))
+    if self._skips is not None and self._skips.exceeded:
+      self.stopped_for_damage = True
+      return loss, True
     return loss, self._done(step)
 
   def _run(self, sess, fetches, summary_writer=None):
@@ -148,6 +158,9 @@ class ProgressStep:
     if self.input_wait_share is not None:
       scalars['input/wait_share'] = self.input_wait_share
     scalars.update((tag, self._last_extras[tag]) for tag, _ in self._scalars)
+    if self._skips is not None:
+      scalars['input/skipped_clips'] = self._skips.skipped_clips
+      scalars['input/damaged_videos'] = self._skips.damaged_videos
     logging.info('step %d%s: loss = %.4f (%s)', step,
                  ' of %d' % self._number_of_steps if self._number_of_steps else '', loss,
                  '; '.join(self._details(step, elapsed / steps)))
@@ -172,6 +185,10 @@ class ProgressStep:
     if self.input_wait_share is not None:
       details.append('input wait %.0f%%' % (100 * self.input_wait_share))
     details.extend('%s %g' % (label, self._last_extras[tag]) for tag, label in self._scalars)
+    if self._skips is not None and self._skips.skipped_clips:
+      videos = self._skips.damaged_videos
+      details.append('skipped %d clips of %d damaged video%s' % (
+          self._skips.skipped_clips, videos, '' if videos == 1 else 's'))
     if self._number_of_steps:
       remaining = max(0, self._number_of_steps - step) * sec_per_step
       details.append('ETA %s' % duration(remaining))

@@ -136,7 +136,9 @@ def _check_piecewise(boundaries, values):
 
 
 def _check_input_flags(config, kind):
-  """Flags of the other kind of data are refused."""
+  """Flags of the other kind of data are refused; --max_damaged_fraction is a fraction."""
+  require(0.0 <= config.max_damaged_fraction <= 1.0, '--max_damaged_fraction=%r must be in '
+          '[0, 1] (0 stops at the first damaged video)' % config.max_damaged_fraction)
   if kind == names.IMAGE:
     video_only = {'clip_frames': config.clip_frames is not None,
                   'repeat_first_frame': config.repeat_first_frame,

@@ -23,6 +23,8 @@ from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
 from checkpoints import paths, restore
+from core.errors import DataError
+from datasets import damaged_shards
 from training import optimization, run_record, summaries
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
@@ -43,16 +45,24 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
-                   'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars'])
+                   'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
+                   'skips'])
 
 
-def _input_iterator(setup):
+def _skip_counter(config, setup):
+  """The input's SkipCounter (None if it skips nothing): this worker may skip the clips of
+  up to --max_damaged_fraction of the videos it reads per epoch (its share of the split)."""
+  videos = setup.dataset.num_samples / config.worker_replicas
+  return setup.input.skip_counter(int(config.max_damaged_fraction * videos))
+
+
+def _input_iterator(setup, skips):
   """One iterator of per-clone batches on the worker's CPU; each clone draws its own.
 
   Workers read disjoint shard files (InputSettings.shard_index = task).
   """
   with tf.device(setup.deploy_config.inputs_device()):
-    dataset = setup.input.dataset(setup.dataset, setup.input_settings)
+    dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
     return tf.data.make_one_shot_iterator(dataset)
 
 
@@ -180,7 +190,8 @@ def build_training_graph(config, setup):
   stats = _worker_stats(config, global_step)
   optimizer, learning_rate, loss_scale = _optimizer(config, setup, global_step,
                                                     moving_average, stats)
-  iterator = _input_iterator(setup)
+  skips = _skip_counter(config, setup)
+  iterator = _input_iterator(setup, skips)
   input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
   # Variables exist only once the clones are built: scopes are resolved then.
@@ -205,7 +216,7 @@ def build_training_graph(config, setup):
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
-                    stats, _progress_scalars(loss_scale))
+                    stats, _progress_scalars(loss_scale), skips)
 
 
 def _log_startup(config, setup):
@@ -271,12 +282,50 @@ def _loop_timeouts(config):
                       stop_grace_secs=config.stop_grace_secs)
 
 
+def _too_many_damaged(config, setup, skips):
+  """The one line that ends a run whose damaged videos passed --max_damaged_fraction."""
+  damaged = skips.damaged()
+  video_id, (shard, frames, total) = sorted(damaged.items())[0]
+  return DataError(
+      '%d video%s of %s/%s %s frames that do not decode (%d clips skipped), more than '
+      '--max_damaged_fraction=%g allows (%d of the %d videos this worker reads); e.g. %s in '
+      '%s (frame %d of %d); python -m datasets.verify_records --dataset_dir=%s lists every '
+      'damaged shard with the command that rebuilds it' % (
+          len(damaged), '' if len(damaged) == 1 else 's', config.dataset_name,
+          config.dataset_split_name, 'has' if len(damaged) == 1 else 'have', skips.skipped_clips,
+          config.max_damaged_fraction, skips.limit,
+          round(setup.dataset.num_samples / config.worker_replicas), video_id, shard,
+          frames[0], total, setup.dataset.dataset_dir))
+
+
+def _run_loop(config, setup, graph, step_fn, stop_event):
+  """supervised_train with the graph; a damaged record shard ends it with one line
+  (DamagedShards: the file, what is wrong, the command that rebuilds it)."""
+  session_config = make_session_config(
+      setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
+      gpu_memory_fraction=config.gpu_memory_fraction,
+      device_filters=cluster.device_filters(setup.deploy_config))
+  if config.xla:
+    session_config = xla.session_config(session_config)
+  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern):
+    return supervised_train(
+        graph.train_op, config.train_dir, step_fn, master=config.master,
+        is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
+        summary_op=graph.summary_op, save_summaries_secs=config.save_summaries_secs,
+        save_interval_secs=config.save_interval_secs,
+        sync_optimizer=graph.optimizer if config.sync_replicas else None,
+        session_config=session_config, timeouts=_loop_timeouts(config),
+        stop_event=stop_event, worker_stats=graph.worker_stats)
+
+
 def train(config, stop_event=None):
   """Checks `config`, builds the graph and trains; returns a TrainResult.
 
   Raises:
     ConfigError: a user mistake, found before the graph is built (or, for checkpoint
       shape mismatches, before the session starts).
+    DataError: a damaged record shard (DamagedShards), or more videos with frames that do
+      not decode than --max_damaged_fraction allows (the chief saved a checkpoint first).
   """
   setup = check_train_config(config)
   _log_startup(config, setup)
@@ -290,21 +339,11 @@ def train(config, stop_event=None):
                            input_wait=graph.input_wait, scalars=graph.progress_scalars,
                            on_first_step=functools.partial(_first_step, config, setup),
                            worker_stats=graph.worker_stats,
-                           cluster=_cluster_progress(config, graph.worker_stats))
-    session_config = make_session_config(
-        setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
-        gpu_memory_fraction=config.gpu_memory_fraction,
-        device_filters=cluster.device_filters(setup.deploy_config))
-    if config.xla:
-      session_config = xla.session_config(session_config)
-    finished = supervised_train(
-        graph.train_op, config.train_dir, step_fn, master=config.master,
-        is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
-        summary_op=graph.summary_op, save_summaries_secs=config.save_summaries_secs,
-        save_interval_secs=config.save_interval_secs,
-        sync_optimizer=graph.optimizer if config.sync_replicas else None,
-        session_config=session_config, timeouts=_loop_timeouts(config),
-        stop_event=stop_event, worker_stats=graph.worker_stats)
+                           cluster=_cluster_progress(config, graph.worker_stats),
+                           skips=graph.skips)
+    finished = _run_loop(config, setup, graph, step_fn, stop_event)
+  if step_fn.stopped_for_damage:
+    raise _too_many_damaged(config, setup, graph.skips)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; checkpoint %s',
                step_fn.last_global_step, checkpoint)

@@ -3,7 +3,8 @@
 By concept: `settings` (its flags), `video_data` (synthetic videos, records, frame
 folders), `clips` (the library's clip pipeline and its per-step breakdown), `baselines`
 (frame-folder loaders and the JPEG-decode bound), `converter` (the converter against
-ffmpeg) and `report` (the JSON lines).
+ffmpeg), `long_videos` (a clip's cost against its video's length) and `report` (the JSON
+lines).
 
 TensorFlow is imported inside functions (`tf_module`): the decode bound's processes are
 spawned and import `baselines`, and `--help` or a spawned process should not pay for a

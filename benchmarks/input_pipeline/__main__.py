@@ -4,6 +4,7 @@ loader, and converter videos/s against ffmpeg, all measured in the same run.
     python -m benchmarks.input_pipeline                  # defaults: about 5 minutes
     python -m benchmarks.input_pipeline --rounds=3 --videos_per_class=6
     python -m benchmarks.input_pipeline --breakdown      # single-core cost of each step
+    python -m benchmarks.input_pipeline --long_videos    # 300- against 64-frame videos
 
 Run from the repository root. The measurements live beside this file, one module per
 concept (see the package docstring); this one defines the flags and alternates the rounds.
@@ -50,6 +51,9 @@ Converter, in videos/s and frames/s over every listed video (train and test):
                   -threads 1 -q:v 2 out/frame%06d.jpg`, one process per core, W x H the
                   converter's frame size (341 x 256, checked on the output).
 
+Long videos (`--long_videos`, instead of the above): training clips/s and bytes read per
+clip on 300-frame against 64-frame videos, and whole-video evaluation; see `long_videos`.
+
 This machine's run-to-run noise is about +-15 %, so the measurements alternate over
 `--rounds` rounds in one process after one discarded warm-up round, and each figure that
 counts is the median over rounds of a per-round ratio. Prints one JSON line per
@@ -65,7 +69,8 @@ import tempfile
 
 from absl import app, flags
 
-from benchmarks.input_pipeline import baselines, clips, converter, report, video_data
+from benchmarks.input_pipeline import (baselines, clips, converter, long_videos, report,
+                                       video_data)
 from benchmarks.input_pipeline.settings import InputPipelineSettings, check_settings
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
@@ -84,6 +89,9 @@ def main(argv):
     return errors.report(error)
   work_dir = settings.work_dir or tempfile.mkdtemp(prefix='input_pipeline_')
   try:
+    if settings.long_videos:
+      long_videos.run(settings, work_dir)
+      return errors.OK
     data = video_data.prepare(settings, work_dir)
     if settings.breakdown:
       clips.breakdown(data, settings)

@@ -18,9 +18,17 @@ def clip_pipeline(data, settings, consumer=None):
   itself scales and flips.
   """
   tf = tf_module()
+  graph, fetch = training_graph(data['records_dir'], settings, consumer)
+  return baselines.session_rate(tf, graph, fetch, settings)
+
+
+def training_graph(records_dir, settings, consumer=None):
+  """(graph, fetch): one training batch of the train split in `records_dir` per run of
+  `fetch`, on /device:CPU:0; `consumer` as in clip_pipeline."""
+  tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
   from datasets.inputs import clip_input  # pylint: disable=import-outside-toplevel
-  split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
+  split = dataset_factory.get_dataset('video_folder', 'train', records_dir)
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
     dataset = clip_input.build_clip_dataset(
@@ -33,7 +41,7 @@ def clip_pipeline(data, settings, consumer=None):
     else:
       # One element: the whole batch is computed, nothing is copied out to Python.
       fetch = batch[0][0, 0, 0, 0, 0]
-  return baselines.session_rate(tf, graph, fetch, settings)
+  return graph, fetch
 
 
 def clip_pipeline_cpu_consumer(data, settings):
@@ -48,28 +56,30 @@ def breakdown(data, settings):
   """Prints the single-core ms per clip of each step of the training map function and the
   consumer, one JSON line per step, medians over settings.rounds rounds.
 
-  Steps are the library's own functions (video_records.parse_clip, clip_input's
-  decode_and_crop_frames, decode_clip and finish_clips), fed one train record with a fixed
-  start and crop, one thread. Each `lib_` line is the cumulative cost of the map function
-  up to that step; `consumer_` is the clone's share (on the GPU in a GPU run);
-  `alt_decode_loop` is the decode bound's loop over the same frames (decode only, nothing
-  stacked). Checked first: a clip flipped in the pipeline and one flipped by finish_clips
-  are equal.
+  Steps are the library's own functions (clip_reader.read_frames, clip_input's
+  decode_and_crop_frames, decode_clip and finish_clips), fed the first train video's index
+  entry with a fixed start and crop, one thread. Each `lib_` line is the cumulative cost of
+  the map function up to that step; `consumer_` is the clone's share (on the GPU in a GPU
+  run); `alt_decode_loop` is the decode bound's loop over the same frames (decode only,
+  nothing stacked); `alt_map_fn_window` the decode-and-window loop the pipeline had before
+  each frame got a decoded flag (a tf.map_fn, no flag). Checked first: a clip flipped in
+  the pipeline and one flipped by finish_clips are equal.
   """
   tf = tf_module()
-  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory, video_records  # pylint: disable=import-outside-toplevel
   split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
-  record = next(tf.compat.v1.io.tf_record_iterator(sorted(tf.io.gfile.glob(
-      split.file_pattern))[0]))
+  shard = sorted(tf.io.gfile.glob(split.file_pattern))[0]
+  entry = next(tf.compat.v1.io.tf_record_iterator(video_records.index_path(shard)))
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
     serialized = tf.placeholder(tf.string, [])
-    steps, same = _breakdown_steps(tf, serialized, settings.clip_frames, settings.crop_size)
+    steps, same = _breakdown_steps(tf, tf.constant(shard), serialized, settings.clip_frames,
+                                   settings.crop_size)
   config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
   with tf.Session(graph=graph, config=config) as sess:
-    if not sess.run(same, {serialized: record}):
+    if not sess.run(same, {serialized: entry}):
       raise RuntimeError('finish_clips flips differently from the pipeline\'s flip')
-    times = _time_steps(sess, steps, {serialized: record}, settings.rounds)
+    times = _time_steps(sess, steps, {serialized: entry}, settings.rounds)
   decode = statistics.median(times['alt_decode_loop'])
   for name in steps:
     median = statistics.median(times[name])
@@ -78,27 +88,37 @@ def breakdown(data, settings):
                       'rounds': [round(t, 2) for t in times[name]]}))
 
 
-def _breakdown_steps(tf, serialized, length, size):
+def _breakdown_steps(tf, shard, serialized, length, size):
   """-> ({step name: fetch}, bool scalar: both ways of flipping give the same clip), built
-  on the string scalar `serialized` (one record), start frame 3, crop at (16, 58)."""
-  from datasets import video_records  # pylint: disable=import-outside-toplevel
-  from datasets.inputs import clip_input  # pylint: disable=import-outside-toplevel
+  on the string scalar `serialized` (one video's index entry in `shard`), start frame 3,
+  crop at (16, 58)."""
+  # pylint: disable-next=import-outside-toplevel
+  from datasets import video_records
+  from datasets.inputs import clip_input, clip_reader  # pylint: disable=import-outside-toplevel
   steps = {}
-  _, frames = video_records.parse_clip(serialized, 'rgb')
-  indices = (3 + tf.range(length)) % tf.shape(frames)[0]
-  unique, _ = tf.unique(indices)
+  video = video_records.parse_index_entry(serialized)
+  indices = (3 + tf.range(length)) % tf.cast(video['frame_bounds'][-1], tf.int32)
+  frames, local = clip_reader.read_frames(shard, video, indices, 'rgb')
+  unique, _ = tf.unique(local)
   chosen = tf.gather(frames, unique)
-  steps['lib_parse_select'] = tf.strings.length(chosen[0])
+  steps['lib_read_select'] = tf.strings.length(chosen[0])
   offsets = lambda height, width: (tf.constant(16), tf.constant(58))
-  window = clip_input.decode_and_crop_frames(chosen, 'rgb', size, offsets)
+  window, _ = clip_input.decode_and_crop_frames(chosen, 'rgb', size, offsets)
   steps['lib_+decode_and_crop'] = window[0, 0, 0, 0]
   library = {}
   for flip in (False, True):
-    library[flip] = clip_input.decode_clip(frames, indices, 'rgb', size, offsets,
-                                           tf.constant(flip))
+    library[flip], _ = clip_input.decode_clip(frames, local, 'rgb', size, offsets,
+                                              tf.constant(flip))
     steps['lib_clip_%s' % ('flipped' if flip else 'not_flipped')] = library[flip][0, 0, 0, 0]
   finished = clip_input.finish_clips(library[False][None], 'rgb', tf.constant([True]))
   steps['consumer_finish_flipped'] = finished[0, 0, 0, 0, 0]
+
+  # The decode before frames got a flag each (damaged_frames): one tf.map_fn over the
+  # frames, decode then window, which fails the whole clip on one bad JPEG.
+  steps['alt_map_fn_window'] = tf.map_fn(
+      lambda jpeg: tf.io.decode_jpeg(jpeg, channels=3, dct_method=baselines.DCT_METHOD)[
+          16:16 + size, 58:58 + size, :], chosen,
+      fn_output_signature=tf.TensorSpec([size, size, 3], tf.uint8))[0, 0, 0, 0]
 
   def loop_body(i, checksum):
     image = tf.io.decode_jpeg(chosen[i], channels=3, dct_method=baselines.DCT_METHOD)

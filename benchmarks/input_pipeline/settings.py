@@ -20,6 +20,9 @@ class InputPipelineSettings:
   converter: bool = param(True, 'Measure the converter against ffmpeg.')
   breakdown: bool = param(False, 'Instead of the comparison: single-core ms per clip of each '
                           'step of the training map function, and of alternatives.')
+  long_videos: bool = param(False, 'Instead of the comparison: training clips/s and bytes read '
+                            'per clip on --long_frames against --clip_frames videos, and '
+                            '--eval_frames whole-video evaluation.')
   # Clips.
   batch_size: int = param(6, 'Clips per batch (I3D_Finetune trains with 6).')
   batches: int = param(12, 'Timed batches per clip measurement.')
@@ -40,6 +43,9 @@ class InputPipelineSettings:
   max_frames: int = param(120, 'Longest synthetic video.')
   video_size: str = param('240x320', 'HEIGHTxWIDTH of the synthetic videos.')
   short_side: int = param(256, 'Short side of the converted frames.')
+  # Long videos.
+  long_frames: int = param(300, 'Frames of every long video (--long_videos).')
+  eval_frames: int = param(250, 'Whole-video evaluation: the first N frames (--long_videos).')
   # Directories.
   conversion_dir: Optional[str] = param(
       None, 'Where the converter and ffmpeg write each round (default: inside the work '
@@ -60,6 +66,9 @@ def check_settings(settings):
     raise ConfigError('--min_frames=%d must be >= --clip_frames=%d: shorter videos loop and '
                       'decode fewer distinct frames than the bound counts'
                       % (settings.min_frames, settings.clip_frames))
+  if settings.long_frames < settings.clip_frames or settings.eval_frames < 1:
+    raise ConfigError('--long_frames=%d must be >= --clip_frames=%d and --eval_frames=%d >= 1'
+                      % (settings.long_frames, settings.clip_frames, settings.eval_frames))
   try:
     settings.video_shape  # pylint: disable=pointless-statement
   except ValueError:

@@ -44,26 +44,26 @@ def write_frame_folders(records_dir, folder_dir):
   """
   tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  from datasets.conversion import video_shards  # pylint: disable=import-outside-toplevel
   train, frame_paths, sizes = [], [], {}
   for split_name in ('train', 'test'):
     split = dataset_factory.get_dataset('video_folder', split_name, records_dir)
     for path in sorted(tf.io.gfile.glob(split.file_pattern)):
-      for serialized in tf.compat.v1.io.tf_record_iterator(path):
-        example = tf.train.SequenceExample.FromString(serialized)
-        context = example.context.feature
-        video_id = context['example/id'].bytes_list.value[0].decode()
+      for entry, chunks in video_shards.read_video_shard(path):
+        examples = [tf.train.SequenceExample.FromString(chunk) for chunk in chunks]
+        context = examples[0].context.feature
         data_path = context['clip/data_path'].bytes_list.value[0].decode()
         sizes[data_path] = (context['image/height'].int64_list.value[0],
                             context['image/width'].int64_list.value[0])
         if split_name != 'train':
           continue
-        jpegs = [f.bytes_list.value[0]
+        jpegs = [f.bytes_list.value[0] for example in examples
                  for f in example.feature_lists.feature_list['image/encoded'].feature]
-        os.makedirs(os.path.join(folder_dir, video_id))
+        os.makedirs(os.path.join(folder_dir, entry['video_id']))
         for index, jpeg in enumerate(jpegs, 1):
-          frame_path = os.path.join(folder_dir, video_id, baselines.FRAME_FILE % index)
+          frame_path = os.path.join(folder_dir, entry['video_id'], baselines.FRAME_FILE % index)
           with open(frame_path, 'wb') as handle:
             handle.write(jpeg)
           frame_paths.append(frame_path)
-        train.append((video_id, len(jpegs), context['clip/label/index'].int64_list.value[0]))
+        train.append((entry['video_id'], len(jpegs), entry['label']))
   return {'train': train, 'frame_paths': frame_paths, 'sizes': sizes}

@@ -141,8 +141,12 @@ def convert_image_folder(image_dir, output_dir, num_shards, test_fraction, seed)
   train, test = stratified_split(labels, int(len(images) * test_fraction + 0.5), seed)
   splits = {'train': (_records(images, train), len(train)),
             'test': (_records(images, test), len(test))}
+  # Recorded so that a damaged shard's error can give the command that converts it again.
+  conversion = {'image_dir': os.path.abspath(image_dir), 'test_fraction': test_fraction,
+                'seed': seed}
   converted_data.write_converted_dataset(output_dir, image_folder.NAME, class_names,
-                                         image_folder.NUM_CHANNELS, splits, num_shards)
+                                         image_folder.NUM_CHANNELS, splits, num_shards,
+                                         extra={'conversion': conversion})
   present = set(labels)
   return converted_data.ConversionResult(
       dataset_name=image_folder.NAME, output_dir=output_dir,

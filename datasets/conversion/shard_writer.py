@@ -18,11 +18,21 @@ from tf_compat import tf
 _SPLIT_NAME_RE = re.compile(r'^[A-Za-z0-9_.]+$')
 _SHARD_RE = re.compile(r'^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})$')
 _MAX_SHARDS = 99999  # five digits in the name
+# A video shard's index is a file beside it, `<shard>.index` (datasets/video_records.py).
+INDEX_SUFFIX = '.index'
 
 
 def shard_name(split_name, index, num_shards):
   """'train', 0, 4 -> 'train-00000-of-00004'."""
   return '%s-%05d-of-%05d' % (split_name, index, num_shards)
+
+
+def parse_shard_name(name):
+  """'train-00000-of-00004' -> ('train', 0, 4); None for a name that is not a shard's."""
+  match = _SHARD_RE.match(name)
+  if match is None:
+    return None
+  return match.group('split'), int(match.group('index')), int(match.group('count'))
 
 
 def shard_file_pattern(output_dir, split_name, num_shards):
@@ -52,13 +62,14 @@ def _record_count(records, num_records):
 
 
 def _write_temporary(path, records, expected):
-  """Writes `expected` records to `path`; raises if the iterable runs short."""
+  """Writes `expected` records to `path` (None: all there are); raises if the iterable
+  runs short."""
   written = 0
   with tf.io.TFRecordWriter(path) as writer:
     for record in records:
       writer.write(record)
       written += 1
-  if written != expected:
+  if expected is not None and written != expected:
     raise ValueError('the records ran out: shard %s got %d of its %d records'
                      % (os.path.basename(path), written, expected))
 
@@ -77,6 +88,7 @@ def _remove_stale_shards(output_dir, split_name, keep):
     match = _SHARD_RE.match(name)
     if match and match.group('split') == split_name and name not in keep:
       _remove_quietly(os.path.join(output_dir, name))
+      _remove_quietly(os.path.join(output_dir, name + INDEX_SUFFIX))
 
 
 def write_shards(records, output_dir, split_name, num_shards, num_records=None):
@@ -120,7 +132,7 @@ def write_shard(records, output_dir, split_name, index, num_shards, num_records,
   """Writes one shard atomically: to a temporary name, renamed when complete.
 
   Args:
-    records: iterable of exactly `num_records` serialized records.
+    records: iterable of exactly `num_records` serialized records (None: all it yields).
     output_dir, split_name, index, num_shards: name the shard
       (`<output_dir>/<split_name>-<index>-of-<num_shards>`).
     check_exhausted: optional iterator that must be empty after this shard (the source
@@ -133,8 +145,19 @@ def write_shard(records, output_dir, split_name, index, num_shards, num_records,
   _check_arguments(split_name, num_shards)
   tf.io.gfile.makedirs(output_dir)
   final = os.path.join(output_dir, shard_name(split_name, index, num_shards))
-  temporary = os.path.join(output_dir, '.%s.tmp-%s' % (os.path.basename(final),
-                                                      uuid.uuid4().hex[:12]))
+  return write_record_file(final, records, num_records, check_exhausted)
+
+
+def write_record_file(final, records, num_records, check_exhausted=None):
+  """Writes one TFRecord file atomically: to a hidden temporary name beside `final`,
+  renamed when complete (a shard, or a shard's index). Arguments as write_shard's, but
+  num_records may be None: every record of the iterable, however many.
+
+  Returns:
+    `final`. On any failure nothing is left under the final name or the temporary one.
+  """
+  temporary = os.path.join(os.path.dirname(final), '.%s.tmp-%s' % (
+      os.path.basename(final), uuid.uuid4().hex[:12]))
   try:
     _write_temporary(temporary, records, num_records)
     if check_exhausted is not None and next(check_exhausted, None) is not None:

@@ -1,9 +1,13 @@
 """Video dataset -> clip records: the work of `python -m datasets.convert_videos`.
 
 `convert_videos(conversion)` runs one conversion (a `VideoConversion`, the tool's flags):
-it writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records (layout in
-`datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
-skipped video with its reason) and, last, `dataset_info.json`.
+it writes `<split>-0000i-of-000NN` shards of chunked `tf.train.SequenceExample` records,
+each with its `.index` (layout in `datasets/video_records.py`), `labels.txt`,
+`manifest.json` (videos, frames, every skipped video with its reason, the source
+directories and each shard's videos and the SHA-256 of the shard and its index:
+`shard_sources`) and, last, `dataset_info.json` (with the records' format version). With
+`only_shard` the tool rewrites one shard and its index of a finished conversion instead
+(`shard_rebuild`).
 
 Videos are decoded in parallel processes (`timed_pool`), each video with a time limit
 (`video_timeout`); a decoder that hangs is killed and the video skipped. The decoding
@@ -24,14 +28,15 @@ import random
 
 from core.errors import DataError
 from datasets import converted_data, dataset_factory, video_records
-from datasets.conversion import shard_writer
+from datasets.conversion import shard_sources, shard_writer, video_shards
 from datasets.conversion.progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.conversion.video_frames import VideoTask, process_video
 from datasets.dataset_split import DatasetError
 
-__all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'summary_line']
+__all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'summary_line', 'Shard',
+           'video_task', 'write_shard_records']
 
 
 class StrictStop(DataError):
@@ -65,6 +70,8 @@ def _check(conversion):
   require(1 <= conversion.jpeg_quality <= 100, '--jpeg_quality=%d must be in 1..100'
           % conversion.jpeg_quality)
   require(conversion.video_timeout > 0, '--video_timeout must be > 0 seconds')
+  require(conversion.chunk_frames >= 1, '--chunk_frames=%d must be >= 1'
+          % conversion.chunk_frames)
   require(conversion.num_conversion_tasks >= 1, '--num_conversion_tasks=%d must be >= 1'
           % conversion.num_conversion_tasks)
   require(0 <= _task_index(conversion) < conversion.num_conversion_tasks,
@@ -103,7 +110,8 @@ def _check_settings(conversion):
 
 
 @dataclasses.dataclass
-class _Shard:
+class Shard:
+  """One planned shard: split, index, shard count and its VideoEntries in record order."""
   split: str
   index: int
   count: int
@@ -119,7 +127,7 @@ def _plan_shards(split_name, entries, conversion):
   entries = list(entries)
   random.Random('%d-%s' % (conversion.seed, split_name)).shuffle(entries)
   count = max(1, min(conversion.num_shards, len(entries)))
-  return [_Shard(split_name, i, count, entries[i * len(entries) // count:
+  return [Shard(split_name, i, count, entries[i * len(entries) // count:
                                                (i + 1) * len(entries) // count])
           for i in range(count)]
 
@@ -128,7 +136,8 @@ def _video_id(entry):
   return os.path.splitext(os.path.basename(entry.relative_path))[0]
 
 
-def _task(entry, conversion):
+def video_task(entry, conversion):
+  """The decoding task of one listed video (`process_video` runs it in a worker)."""
   if conversion.frames_dir:
     return VideoTask(conversion.frames_dir, _video_id(entry), conversion.modality,
                      fps=conversion.fps, from_frames=True)
@@ -153,25 +162,35 @@ def _progress_path(conversion, shard):
 
 def _shard_done(conversion, shard):
   final = os.path.join(conversion.output_dir, shard.name)
-  return os.path.exists(final) and os.path.exists(_progress_path(conversion, shard))
+  return all(os.path.exists(path) for path in (
+      final, video_records.index_path(final), _progress_path(conversion, shard)))
 
 
-def _record(entry, result, conversion):
-  return video_records.clip_to_sequence_example(
+def _chunked(entry, result, conversion):
+  return video_shards.chunk_video(
       result['frames'], modality=conversion.modality, label=entry.label,
       label_string=entry.class_name, video_id=_video_id(entry),
       data_path=entry.relative_path, height=result['height'], width=result['width'],
-      frame_rate=result['frame_rate']).SerializeToString()
+      frame_rate=result['frame_rate'], chunk_frames=conversion.chunk_frames)
+
+
+def write_shard_records(conversion, shard, converted):
+  """Writes one shard and its index atomically from [(VideoEntry, decoded result)] in
+  shard order; returns the shard's path. The single-shard rebuild (shard_rebuild) writes
+  through this too, so a rebuilt shard and its index hold the same bytes."""
+  videos = (_chunked(entry, result, conversion) for entry, result in converted)
+  return video_shards.write_video_shard(videos, conversion.output_dir, shard.split,
+                                        shard.index, shard.count)
 
 
 def _finish_shard(conversion, shard, results):
-  """Writes one shard (records in shard order) and its progress record."""
+  """Writes one shard (videos in shard order) with its index, and its progress record."""
   converted = [(e, results[e.relative_path]) for e in shard.entries
                if isinstance(results.get(e.relative_path), dict)]
-  records = [_record(entry, result, conversion) for entry, result in converted]
-  shard_writer.write_shard(records, conversion.output_dir, shard.split, shard.index,
-                           shard.count, num_records=len(records))
+  path = write_shard_records(conversion, shard, converted)
   summary = {
+      'sha256': shard_sources.file_sha256(path),
+      'index_sha256': shard_sources.file_sha256(video_records.index_path(path)),
       'videos': [{'id': _video_id(e), 'path': e.relative_path, 'label': e.label,
                   'frames': len(r['frames'])} for e, r in converted],
       'skipped': [{'path': e.relative_path, 'split': shard.split,
@@ -197,7 +216,7 @@ def _run_shards(conversion, shards, results):
   for shard in shards:
     for entry in shard.entries:
       if entry.relative_path not in results:
-        tasks.append(_task(entry, conversion))
+        tasks.append(video_task(entry, conversion))
         owners.append(entry)
   waiting = {shard.name: {e.relative_path for e in shard.entries} - set(results)
              for shard in shards}
@@ -288,13 +307,15 @@ def _write_final_files(conversion, lists, plans):
     manifest['frames'][split] = sum(v['frames'] for p in with_progress for v in p['videos'])
     manifest['shards'][split] = len(shards)
     manifest['skipped'] += [s for p in with_progress for s in p['skipped']]
+    shard_sources.add_shard_contents(manifest, shards, with_progress)
+  shard_sources.add_sources(manifest, conversion)
   out = conversion.output_dir
   converted_data.write_text_atomically(os.path.join(out, 'manifest.json'),
                                        json.dumps(manifest, indent=1) + '\n')
   converted_data.write_converted_info(
       out, conversion.dataset_name, list(lists.class_names),
       video_records.MODALITIES[conversion.modality], manifest['videos'],
-      modality=conversion.modality)
+      modality=conversion.modality, extra={'chunk_frames': conversion.chunk_frames})
   return manifest
 
 

@@ -36,6 +36,9 @@ class VideoConversion:
   # Output.
   output_dir: Optional[str] = param(None, 'Directory for shards, labels and manifest.')
   num_shards: int = param(10, 'Shards per split (fewer if there are fewer videos).')
+  # 8 is video_records.DEFAULT_CHUNK_FRAMES (not imported: that module imports TensorFlow).
+  chunk_frames: int = param(8, 'Frames per record: a clip reads only the records holding '
+                            'its frames (datasets/video_records.py).')
   seed: int = param(0, 'Seed of the shard order (and of the video_folder split).')
   # Run.
   num_processes: int = param(2, 'Videos decoded in parallel (decoding processes).')
@@ -50,11 +53,16 @@ class VideoConversion:
   conversion_task_index: Optional[int] = param(
       None, 'This task, 0 to --num_conversion_tasks - 1; unset: $JOB_COMPLETION_INDEX (a '
       'Kubernetes Indexed Job), else 0.')
+  # Repair.
+  only_shard: Optional[str] = param(
+      None, 'Rewrite just this shard (e.g. train-00003-of-00010) of the finished conversion '
+      'in --output_dir, byte for byte, from the videos and settings its manifest.json '
+      'records; --video_dir or --frames_dir may point to where the sources are now.')
 
   def settings(self):
     """What must match for a rerun to resume in the same output_dir."""
     keep = ('dataset_name', 'split', 'modality', 'short_side', 'fps', 'num_shards',
-            'jpeg_quality', 'seed', 'test_fraction')
+            'jpeg_quality', 'seed', 'test_fraction', 'chunk_frames')
     return {name: getattr(self, name) for name in keep} | {
         'source': 'frames' if self.frames_dir else 'videos'}
 

@@ -1,8 +1,11 @@
 """The tf.data input of video classifiers (I3D): clip records -> sampled, cropped clip batches.
 
-Records are the SequenceExamples of `video_records` (one JPEG per frame and channel group).
-Each video yields frame indices first; only the JPEGs at those indices are decoded, and each
-distinct frame only once (a 1-frame video looped to 64 frames is one decode).
+Records are the chunked SequenceExamples of `video_records` (one JPEG per frame and channel
+group, a few frames per record) with an index per shard. Each video yields frame indices
+first, from its index entry; only the chunks holding those frames are read
+(`clip_reader.read_frames`), so a clip costs the bytes of its frames whatever the video's
+length, and only the JPEGs at those indices are decoded, each distinct frame only once (a
+1-frame video looped to 64 frames is one decode).
 
     with tf.device('/device:CPU:0'):
       dataset = build_clip_dataset(split, batch_size=6, clip_frames=64, crop_size=224,
@@ -44,9 +47,16 @@ Randomness: every training element is paired with a key from `tf.data.Dataset.ra
 and its start, crop and flip come from stateless ops keyed on it, so they do not depend on
 which parallel map call handles the element. With a seed, file order, record shuffle and
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
+
+Frames that do not decode (a JPEG cut short inside a record; `damaged_frames`): each
+chosen frame is decoded on its own, with a flag. Training drops a clip that needs such a
+frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
+None: one without a limit). Evaluation fails with an error naming the video and its
+shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
+which frames of the video did not decode (they are zeros in its clips).
 """
 
-from datasets.inputs import record_files
+from datasets.inputs import clip_reader, damaged_frames, record_files
 from datasets import video_records
 from tf_compat import tf
 
@@ -58,21 +68,21 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
                        modality=None, num_readers=4, num_parallel_calls=4,
                        shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
-                       eval_clips=None, prefetch_batches=2, deferred=False,
-                       repeat_first_frame=False, random_flip=True):
+                       eval_clips=None, prefetch_batches=2, deferred=False, skips=None,
+                       repeat_first_frame=False, random_flip=True, report_damaged=False):
   """Builds the dataset of clip batches of one split, sampled as the module docstring says.
 
-  Pipeline: this shard's files -> interleaved readers -> repeat -> one parallel map (parse,
-  sample, decode the chosen frames, crop, flip, scale) -> batch -> prefetch; training shuffles
-  file order and records. ValueError: a bad argument (named, with what is accepted), no files.
+  Pipeline: interleaved readers of this shard's indexes (an entry per video) -> repeat ->
+  one parallel map (sample, read the chunks of the chosen frames, decode, crop, flip, scale)
+  -> batch -> prefetch; training shuffles files and videos. ValueError: a bad argument.
 
   Args:
     split: a DatasetSplit of clip records; batch_size: videos per batch (one clone's batch).
     clip_frames: frames per clip (training and eval_clips); crop_size: output height, width.
     is_training: random start, crop and flip, shuffled order; else centre crop, fixed order.
     modality: 'rgb' (3 channels) or 'flow' (2: u, v); None: `split.modality`, else 'rgb'.
-    num_readers: shard files read at once; num_parallel_calls: clips decoded in parallel.
-    shuffle_buffer_size: records in the shuffle buffer (training only; records are large).
+    num_readers: shard indexes read at once; num_parallel_calls: clips read in parallel.
+    shuffle_buffer_size: videos in the shuffle buffer (training only).
     num_epochs: passes over the data; None repeats forever when training, 1 otherwise.
     drop_remainder: drop a last partial batch (a static batch dimension); prefetch_batches:
       batches prepared ahead of the consumer.
@@ -86,6 +96,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     repeat_first_frame: ablation: every frame of a clip is its first (appearance, no motion).
     deferred: emit uint8 clips (0..255), unflipped, with each training clip's flip bit;
       `finish_clips` on the consumer's device gives exactly deferred=False's float32 clips.
+    skips, report_damaged: frames that do not decode, see the module docstring.
 
   Returns:
     tf.data.Dataset of
@@ -108,20 +119,29 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   sample = (_training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                               repeat_first_frame, random_flip) if is_training else
             _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
-                          eval_clips, deferred, repeat_first_frame))
-  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
+                          eval_clips, deferred, repeat_first_frame, report_damaged))
+  dataset = _mapped(records, sample, num_parallel_calls, is_training, skips)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or seed is not None))
 
 
+def _mapped(records, sample, num_parallel_calls, is_training, skips):
+  """records mapped by `sample`; training drops the clips whose frames did not all decode
+  (each told to `skips`)."""
+  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
+  if not is_training:
+    return dataset
+  return damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
+
+
 def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
              num_shards, shard_index):
-  """This shard's serialized records, repeated: when training num_epochs times (None:
-  forever), each paired with an int64 key of `Dataset.random(seed)` for its random choices;
-  when evaluating num_epochs times or once."""
+  """This shard's videos, (shard path, serialized index entry) each, repeated: when
+  training num_epochs times (None: forever), each paired with an int64 key of
+  `Dataset.random(seed)` for its random choices; when evaluating num_epochs times or once."""
   files = record_files.input_files(split, num_shards, shard_index)
-  records = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
+  records = clip_reader.video_entries(files, is_training, num_readers, shuffle_buffer_size,
                                       seed)
   if not is_training:
     return records.repeat(num_epochs or 1)
@@ -161,17 +181,19 @@ def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
 
 def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                       repeat_first_frame, random_flip):
-  """-> map function (serialized, key int64) -> (clip [T, crop, crop, C], label[, flip])."""
+  """-> map function ((shard, index entry), key int64) -> (clip [T, crop, crop, C],
+  label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
 
-  def sample(serialized, key):
-    context, frames = video_records.parse_clip(serialized, modality)
+  def sample(record, key):
+    shard, serialized = record
+    video = video_records.parse_index_entry(serialized)
 
     def uniform(maxval, purpose):
       """A stateless integer in [0, maxval) for one choice of this element."""
       return tf.random.stateless_uniform([], tf.stack([key, tf.constant(purpose, tf.int64)]),
                                          minval=0, maxval=maxval, dtype=tf.int32)
 
-    num_frames = tf.shape(frames)[0]
+    num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
     indices = (uniform(num_frames, _START) + _offsets(clip_frames, repeat_first_frame)
                ) % num_frames
 
@@ -180,35 +202,43 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
               uniform(width - crop_size + 1, _OFFSET_X))
 
     flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
-    label = context['clip/label/index'] - labels_offset
-    if deferred:
-      return decode_clip(frames, indices, modality, crop_size, random_offsets), label, flip
-    clip = decode_clip(frames, indices, modality, crop_size, random_offsets, flip)
-    return finish_clips(clip, modality), label
+    label = video['label'] - labels_offset
+    clip, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
+                                       random_offsets, None if deferred else flip)
+    element = (clip, label, flip) if deferred else (finish_clips(clip, modality), label)
+    return element + (video['video_id'], shard, undecoded, num_frames)
 
   return sample
 
 
 def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips,
-                  deferred, repeat_first_frame):
-  """-> map function serialized -> (clips, label, video_id), centre crop, no flip."""
+                  deferred, repeat_first_frame, report_damaged):
+  """-> map function (shard, index entry) -> (clips, label, video_id[, damage]), centre
+  crop, no flip."""
 
   def centre_offsets(height, width):
     return (height - crop_size) // 2, (width - crop_size) // 2
 
-  def sample(serialized):
-    context, frames = video_records.parse_clip(serialized, modality)
-    num_frames = tf.shape(frames)[0]
+  def sample(shard, serialized):
+    video = video_records.parse_index_entry(serialized)
+    num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
     if eval_frames is not None:
       indices = _offsets(eval_frames, repeat_first_frame) % num_frames   # [N]
     else:
       starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
       indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
                  ) % num_frames
-    clips = decode_clip(frames, indices, modality, crop_size, centre_offsets)
+    clips, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
+                                        centre_offsets)
+    damage = damaged_frames.damage_reason(undecoded, num_frames, shard)
+    if not report_damaged:
+      with tf.control_dependencies([tf.debugging.Assert(
+          tf.equal(tf.size(undecoded), 0), ['video', video['video_id'], damage])]):
+        clips = tf.identity(clips)
     if not deferred:
       clips = finish_clips(clips, modality)
-    return clips, context['clip/label/index'] - labels_offset, context['example/id']
+    element = (clips, video['label'] - labels_offset, video['video_id'])
+    return element + (damage,) if report_damaged else element
 
   return sample
 
@@ -224,16 +254,31 @@ def _uniform_clip_starts(num_frames, clip_frames, num_clips):
   return tf.range(num_clips) * span // max(num_clips - 1, 1)
 
 
+def _read_and_decode(shard, video, indices, modality, crop_size, offsets_fn, flip=None):
+  """decode_clip of the frames at `indices` (frame numbers of the video), read from the
+  chunks holding them (`clip_reader.read_frames`); the frames that did not decode are
+  given as frame numbers of the video, int32 [n] sorted, as the log and reports name them.
+  """
+  frames, local = clip_reader.read_frames(shard, video, indices, modality)
+  clip, undecoded_local = decode_clip(frames, local, modality, crop_size, offsets_fn, flip)
+  # read_frames renumbers frames into the chunks read; map the failures back.
+  flat_local = tf.reshape(local, [-1])
+  frame_of_local = tf.math.unsorted_segment_max(
+      tf.reshape(indices, [-1]), flat_local, tf.shape(frames)[0])
+  return clip, tf.sort(tf.gather(frame_of_local, undecoded_local))
+
+
 def decode_clip(frames, indices, modality, crop_size, offsets_fn, flip=None):
   """The uint8 clip(s) of a video's frames at `indices`: each distinct frame decoded once,
-  all cropped to one window, optionally mirrored (the training map function's clip step).
+  all cropped to one window, optionally mirrored (the training map function's clip step),
+  and the indices of the frames that did not decode (damaged_frames).
 
   Everything stays uint8: decode, crop, flip and the gather that repeats frames for looped
   clips move a quarter of the bytes float32 would.
 
   Args:
-    frames: the parsed JPEGs, string [num_frames] (rgb) or [num_frames, 2] (flow), as
-      `video_records.parse_clip` returns them.
+    frames: the JPEGs read, string [F] (rgb) or [F, 2] (flow), as
+      `clip_reader.read_frames` returns them.
     indices: int32 frame indices of any static shape, e.g. [T] or [K, T]; repeated indices
       are decoded once.
     modality: 'rgb' (C = 3) or 'flow' (C = 2).
@@ -243,18 +288,22 @@ def decode_clip(frames, indices, modality, crop_size, offsets_fn, flip=None):
     flip: bool scalar tensor flipping every frame, or None for no flip.
 
   Returns:
-    uint8 indices.shape + [crop_size, crop_size, C], the stored values 0..255.
+    (uint8 indices.shape + [crop_size, crop_size, C], the stored values 0..255, zeros for
+     a frame that does not decode; int32 [n] the frame indices that did not, sorted).
   """
   flat = tf.reshape(indices, [-1])
   unique, positions = tf.unique(flat)
-  images = decode_and_crop_frames(tf.gather(frames, unique), modality, crop_size, offsets_fn)
+  images, decoded = decode_and_crop_frames(tf.gather(frames, unique), modality, crop_size,
+                                           offsets_fn)
+  undecoded = tf.sort(tf.boolean_mask(unique, tf.logical_not(decoded)))
   if flip is not None:
     images = tf.cond(flip, lambda: _flip_left_right(images, modality), lambda: images)
   # Looped clips repeat frames; a clip of distinct frames in order needs no copy.
   images = tf.cond(tf.size(unique) < tf.size(flat), lambda: tf.gather(images, positions),
                    lambda: images)
   channels = video_records.MODALITIES[modality]
-  return tf.reshape(images, indices.shape.as_list() + [crop_size, crop_size, channels])
+  return (tf.reshape(images, indices.shape.as_list() + [crop_size, crop_size, channels]),
+          undecoded)
 
 
 def finish_clips(clips, modality='rgb', flips=None):
@@ -314,34 +363,24 @@ def _decoder(modality):
 
 def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
   """Decodes JPEG frames and cuts one window from each: string [U] (rgb) or [U, 2] (flow)
-  -> uint8 [U, size, size, C], the window at offsets_fn(height, width) -> (y, x) for all.
+  -> (uint8 [U, size, size, C], the window at offsets_fn(height, width) -> (y, x) of each
+  frame; bool [U], whether the frame decoded: a frame that does not is zeros).
 
-  Every frame of a video has the same size, read from the first JPEG's header. When the
-  short side is at least `size`, each frame is cut to the window right after its decode,
-  so only windows are ever stacked (a third less copying than stacking whole frames).
-  Smaller frames take `_crop`'s resize path.
+  Each frame is cut to its window right after its decode, so only windows are ever
+  stacked (a third less copying than stacking whole frames); a frame whose short side is
+  below `size` is first resized (`_crop`). Frames are decoded one by one as elements of
+  `damaged_frames.map_checked`, so a frame that does not decode costs only itself.
   """
   channels = video_records.MODALITIES[modality]
   decode = _decoder(modality)
-  first = jpegs[0] if modality == 'rgb' else jpegs[0, 0]
-  shape = tf.io.extract_jpeg_shape(first)
-  height, width = shape[0], shape[1]
-
-  def window_of_each():
-    y, x = offsets_fn(height, width)
-    return tf.map_fn(lambda jpeg: decode(jpeg)[y:y + size, x:x + size, :], jpegs,
-                     fn_output_signature=tf.TensorSpec([size, size, channels], tf.uint8))
-
-  def resize_then_crop():
-    frames = tf.map_fn(decode, jpegs,
-                       fn_output_signature=tf.TensorSpec([None, None, channels], tf.uint8))
-    return _crop(frames, size, offsets_fn)
-
-  return tf.cond(tf.minimum(height, width) < size, resize_then_crop, window_of_each)
+  return damaged_frames.map_checked(
+      jpegs, lambda jpeg: _crop(decode(jpeg)[None], size, offsets_fn)[0],
+      [size, size, channels], tf.uint8)
 
 
 def _crop(images, size, offsets_fn):
-  """uint8 [U, H, W, C] -> uint8 [U, size, size, C], one window for every frame.
+  """uint8 [U, H, W, C] -> uint8 [U, size, size, C], one window for every frame (the
+  decode step passes one frame at a time, U = 1).
 
   Frames whose short side is below `size` are first resized (bilinear, aspect kept, rounded
   back to uint8) so that the short side is `size`.

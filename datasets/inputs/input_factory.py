@@ -4,17 +4,22 @@
     dataset = pipeline.dataset(split, settings)           # on the inputs device
     inputs, labels = pipeline.finish(iterator.get_next(), split)   # on the clone's device
 
-An input has four steps, so the trainer needs no `if video` anywhere:
+An input has four steps, and a counter of what it skips, so the trainer needs no
+`if video` anywhere:
   dataset   the tf.data pipeline of one clone's batches, built on the worker's input device
             (CPU): what it yields is the input's own business (images and labels; or uint8
-            clips, labels and a flip bit per clip);
+            clips, labels and a flip bit per clip); `skips`, a damaged_frames.SkipCounter,
+            hears of every example skipped because it does not decode (clips: a frame);
   finish    what runs on the clone's device, once per batch drawn: images pass through;
             clips are cast, scaled to [-1, 1] and mirrored there (`clip_input.finish_clips`),
             so the input CPU only decodes. Returns (float32 inputs, int labels);
   summarize what the model sees, as TensorBoard images (a few per summary): the first
             images of the batch; for clips, frame montages (8 frames of each of the first
             clips side by side, flow shown as u, v and a grey third channel);
-  describe  one line for the start-up log.
+  describe  one line for the start-up log;
+  skip_counter(limit)  the damaged_frames.SkipCounter `dataset` reports skipped examples
+            to (clips with a frame that does not decode), or None when the input skips
+            nothing (images).
 Every batch a clone draws passes through `finish`, so whatever is added per batch (staging,
 summaries of what the model sees, several micro-batches per update) is added there once for
 both modalities.
@@ -24,7 +29,7 @@ import dataclasses
 from typing import Optional
 
 from datasets import dataset_split
-from datasets.inputs import clip_input, image_input
+from datasets.inputs import clip_input, damaged_frames, image_input
 from tf_compat import tf
 
 __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
@@ -70,7 +75,11 @@ class ImageInput:
 
   kind = IMAGE
 
-  def dataset(self, split, settings):
+  def skip_counter(self, limit):  # pylint: disable=unused-argument
+    """None: images are not skipped (an image that does not decode ends training)."""
+    return None
+
+  def dataset(self, split, settings, skips=None):  # pylint: disable=unused-argument
     return image_input.build_image_dataset(
         split, batch_size=settings.batch_size, image_size=settings.image_size,
         preprocessing_name=settings.preprocessing_name, is_training=True,
@@ -97,14 +106,19 @@ class ClipInput:
 
   kind = VIDEO
 
-  def dataset(self, split, settings):
+  def skip_counter(self, limit):
+    """A clip with a frame that does not decode is skipped and counted here (at most
+    `limit` damaged videos: `exceeded` beyond)."""
+    return damaged_frames.SkipCounter(limit)
+
+  def dataset(self, split, settings, skips=None):
     return clip_input.build_clip_dataset(
         split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
         crop_size=settings.image_size, is_training=True, num_readers=settings.num_readers,
         num_parallel_calls=settings.num_parallel_calls, num_shards=settings.num_shards,
         shard_index=settings.shard_index, labels_offset=settings.labels_offset,
         deferred=True, repeat_first_frame=settings.repeat_first_frame,
-        random_flip=settings.random_flip)
+        random_flip=settings.random_flip, skips=skips)
 
   def finish(self, batch, split):
     clips, labels, flips = batch

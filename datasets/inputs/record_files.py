@@ -37,14 +37,22 @@ def input_files(split, num_shards, shard_index):
   return files[shard_index::num_shards]
 
 
-def read_records(files, is_training, num_readers, shuffle_buffer_size, seed):
+def read_records(files, is_training, num_readers, shuffle_buffer_size, seed,
+                 with_origin=False, reader=tf.data.TFRecordDataset):
   """Serialized records of `files`: parallel interleave of TFRecord readers, file order
-  and records shuffled when training."""
+  and records shuffled when training. with_origin: each element is (record, the path of
+  its file, its number in the file from 0), so what is wrong with a record can name it.
+  `reader`: file path -> dataset of its elements (the video input reads each shard's index
+  this way)."""
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if is_training:
     dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   readers = min(num_readers, len(files))
-  dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=readers, block_length=1,
+  read = reader
+  if with_origin:
+    read = lambda path: reader(path).enumerate().map(
+        lambda index, record: (record, path, index))
+  dataset = dataset.interleave(read, cycle_length=readers, block_length=1,
                                num_parallel_calls=readers)
   if is_training:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)

@@ -10,7 +10,10 @@ import pytest
 from core import flag_help
 from demos.video import DemoConfig
 from datasets.conversion.image_conversion import ImageConversion
+from datasets.conversion.media_sequence_export import MediaSequenceExport
+from datasets.conversion.record_migration import RecordMigration
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
 from evaluation.config import EvalConfig
@@ -31,6 +34,9 @@ ENTRIES = [
     (['-m', 'datasets.convert_images'], ImageConversion),
     (['-m', 'datasets.convert_videos'], VideoConversion),
     (['-m', 'datasets.make_synthetic_videos'], SyntheticVideosConfig),
+    (['-m', 'datasets.verify_records'], VerifyConfig),
+    (['-m', 'datasets.migrate_video_records'], RecordMigration),
+    (['-m', 'datasets.export_media_sequence'], MediaSequenceExport),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
     (['-m', 'training.doctor'], DoctorSettings),

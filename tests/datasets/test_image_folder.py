@@ -43,7 +43,9 @@ def test_conversion_sizes_labels_and_skipped_files(image_tree, tmp_path):
     assert handle.read() == '0:cat\n1:dog\n2:zebra\n'
   with open(os.path.join(output_dir, 'dataset_info.json')) as handle:
     assert json.load(handle) == {'dataset_name': 'image_folder', 'num_classes': 3,
-                                 'num_channels': 3, 'splits': {'train': 8, 'test': 2}}
+                                 'num_channels': 3, 'splits': {'train': 8, 'test': 2},
+                                 'conversion': {'image_dir': os.path.abspath(image_dir),
+                                                'test_fraction': 0.2, 'seed': 0}}
   train = image_folder.get_split('train', output_dir)
   test = image_folder.get_split('test', output_dir)
   assert (train.num_samples, test.num_samples, train.num_channels) == (8, 2, 3)

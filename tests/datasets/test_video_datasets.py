@@ -44,7 +44,8 @@ def test_get_dataset_describes_converted_clips(tmp_path, name, num_classes, moda
   with open(os.path.join(dataset_dir, 'dataset_info.json')) as handle:
     assert json.load(handle) == {
         'dataset_name': name, 'num_classes': num_classes, 'num_channels': channels,
-        'splits': {'train': 7, 'test': 3}, 'modality': modality, 'source_split': 1}
+        'splits': {'train': 7, 'test': 3}, 'modality': modality, 'format_version': 2,
+        'source_split': 1}
   for split_name, size in (('train', 7), ('test', 3)):
     split = dataset_factory.get_dataset(name, split_name, dataset_dir)
     assert (split.name, split.split_name, split.dataset_dir) == (name, split_name, dataset_dir)

@@ -156,6 +156,7 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
   assert report['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8,
                                 'crop_size': vt.CROP}
   assert report['dataset'] == {'name': 'video_folder', 'split': 'test', 'num_videos': 6,
+                               'unscored_videos': 0,
                                'dirs': {'rgb': rgb_dir, 'flow': flow_dir}}
   assert report['model'] == {'name': 'i3d', 'num_classes': 3,
                              'net_kwargs': {'depth_multiplier': vt.DEPTH}}

@@ -97,14 +97,14 @@ def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_di
 class _StarvedInput(input_factory.ImageInput):
   """The image input with a 0.2 s sleep per batch: the model has to wait for it."""
 
-  def dataset(self, split, settings):
+  def dataset(self, split, settings, skips=None):
     @tf.autograph.experimental.do_not_convert
     def slow(images, labels):
       slept = tf.numpy_function(lambda x: (time.sleep(0.2), x)[1], [images], tf.float32,
                                 stateful=True)
       slept.set_shape(images.shape)
       return slept, labels
-    return super().dataset(split, settings).map(slow, num_parallel_calls=1)
+    return super().dataset(split, settings, skips).map(slow, num_parallel_calls=1)
 
 
 @pytest.mark.slow

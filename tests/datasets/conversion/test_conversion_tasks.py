@@ -34,7 +34,7 @@ def test_two_tasks_write_the_records_of_one(tmp_path, tmp_path_factory):
   assert first == one  # the last task writes the merged manifest
   names = sorted(n for n in os.listdir(tmp_path / 'one') if '-of-' in n)
   assert names == sorted(n for n in os.listdir(tmp_path / 'two') if '-of-' in n)
-  assert len(names) == 6
+  assert len(names) == 12  # 6 shards, each with its index
   for name in names + ['manifest.json', 'labels.txt', 'dataset_info.json']:
     assert filecmp.cmp(tmp_path / 'one' / name, tmp_path / 'two' / name, shallow=False), name
 

@@ -21,7 +21,7 @@ from datasets import dataset_factory
 from datasets.conversion.video_conversion import StrictStop, VideoConversion, convert_videos
 from datasets.dataset_split import DatasetError
 from datasets.synthetic.motion_videos import make_synthetic_videos
-from tf_compat import tf
+from tests import video_testdata
 
 SHORT_SIDE = 48
 
@@ -39,15 +39,8 @@ def _resized(frame, short_side):
 
 
 def _records(output_dir, split):
-  pattern = os.path.join(output_dir, '%s-*' % split)
-  out = {}
-  for path in sorted(tf.io.gfile.glob(pattern)):
-    for serialized in tf.compat.v1.io.tf_record_iterator(path):
-      example = tf.train.SequenceExample.FromString(serialized)
-      context = example.context.feature
-      video_id = context['example/id'].bytes_list.value[0].decode()
-      out[video_id] = example
-  return out
+  """{video id: its whole-video SequenceExample}, put together from the chunk records."""
+  return video_testdata.whole_videos(output_dir, split)
 
 
 def _write_list(path, lines):
@@ -163,13 +156,15 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_converted(synthetic, tmp
 def test_rerun_keeps_finished_shards_and_completes_the_rest(synthetic, tmp_path):
   conversion = _conversion(synthetic, tmp_path, num_shards=3)
   convert_videos(conversion)
-  shards = sorted(n for n in os.listdir(tmp_path) if n.startswith('train-'))
+  files = sorted(n for n in os.listdir(tmp_path) if n.startswith('train-'))
+  shards = [n for n in files if not n.endswith('.index')]
   before = {n: os.stat(os.path.join(tmp_path, n)).st_mtime_ns for n in shards}
-  contents = {n: open(os.path.join(tmp_path, n), 'rb').read() for n in shards}
-  os.remove(os.path.join(tmp_path, shards[1]))  # An interrupted run lost one shard.
+  contents = {n: open(os.path.join(tmp_path, n), 'rb').read() for n in files}
+  os.remove(os.path.join(tmp_path, shards[1]))  # An interrupted run lost one shard,
+  os.remove(os.path.join(tmp_path, shards[2] + '.index'))  # and another one's index.
   os.remove(os.path.join(tmp_path, 'dataset_info.json'))
   convert_videos(conversion)
-  for name in shards:
+  for name in files:  # Shards and indexes.
     assert open(os.path.join(tmp_path, name), 'rb').read() == contents[name]
   assert os.stat(os.path.join(tmp_path, shards[0])).st_mtime_ns == before[shards[0]]
   assert os.path.exists(os.path.join(tmp_path, 'dataset_info.json'))

@@ -18,7 +18,7 @@ from PIL import Image
 
 from datasets.inputs import clip_input
 from datasets import dataset_split
-from datasets.conversion import shard_writer
+from datasets.conversion import shard_writer, video_shards
 from datasets import video_records
 from tf_compat import tf
 
@@ -66,8 +66,9 @@ def _split(directory, name, num_videos, num_classes, modality, num_shards):
   return dataset_split.DatasetSplit(**fields)
 
 
-def _write(tmp_path_factory, name, videos, modality, num_shards):
-  """-> (DatasetSplit, {video id: (label, [stored frames], height, width)})."""
+def _write(tmp_path_factory, name, videos, modality, num_shards, chunk_frames):
+  """-> (DatasetSplit, {video id: (label, [stored frames], height, width)}); small chunks,
+  so that clips cross chunk bounds and the last chunk of a video is short."""
   directory = str(tmp_path_factory.mktemp(name))
   stored, records = {}, []
   for video_id, (label, length, height, width) in sorted(videos.items()):
@@ -76,22 +77,26 @@ def _write(tmp_path_factory, name, videos, modality, num_shards):
     else:
       frames = [_flow_frame(i, height, width) for i in range(length)]
     stored[video_id] = (label, frames, height, width)
-    records.append(video_records.clip_to_sequence_example(
+    records.append(video_shards.chunk_video(
         frames, modality=modality, label=label, label_string='class%d' % label,
         video_id=video_id, data_path='%s.avi' % video_id, height=height, width=width,
-        frame_rate=25.0).SerializeToString())
-  shard_writer.write_shards(records, directory, 'train', num_shards)
+        frame_rate=25.0, chunk_frames=chunk_frames))
+  for index in range(num_shards):  # contiguous runs of videos, as the converter cuts them
+    part = records[index * len(records) // num_shards:(index + 1) * len(records) // num_shards]
+    video_shards.write_video_shard(part, directory, 'train', index, num_shards)
   return _split(directory, name, len(videos), len(videos), modality, num_shards), stored
 
 
 @pytest.fixture(scope='module')
 def rgb(tmp_path_factory):
-  return _write(tmp_path_factory, 'rgb_clips', RGB_VIDEOS, 'rgb', num_shards=3)
+  return _write(tmp_path_factory, 'rgb_clips', RGB_VIDEOS, 'rgb', num_shards=3,
+                chunk_frames=3)
 
 
 @pytest.fixture(scope='module')
 def flow(tmp_path_factory):
-  return _write(tmp_path_factory, 'flow_clips', FLOW_VIDEOS, 'flow', num_shards=2)
+  return _write(tmp_path_factory, 'flow_clips', FLOW_VIDEOS, 'flow', num_shards=2,
+                chunk_frames=2)
 
 
 def _batches(make_dataset, limit=None):

@@ -37,12 +37,15 @@ class StarvedInput:
     self.real = real
     self.kind = real.kind
 
-  def dataset(self, split, settings):
+  def skip_counter(self, limit):
+    return self.real.skip_counter(limit)
+
+  def dataset(self, split, settings, skips=None):
     def starve(*batch):
       slept = tf.py_function(lambda: time.sleep(SLEEP_SECS) or 0, [], tf.int32)
       with tf.control_dependencies([slept]):
         return tuple(tf.identity(tensor) for tensor in batch)
-    return self.real.dataset(split, settings).map(starve)
+    return self.real.dataset(split, settings, skips).map(starve)
 
   def finish(self, batch, split):
     return self.real.finish(batch, split)

@@ -1,0 +1,171 @@
+"""Frames that do not decode: found frame by frame, the video named, its clip skipped or
+reported, never the whole input pipeline ended.
+
+One JPEG that does not decode (a frame cut short or overwritten inside a record whose CRC
+is fine) makes `tf.io.decode_jpeg` fail, and one failing op ends a tf.data pipeline, so a
+whole training run. `Dataset.ignore_errors()` would drop that element, but nothing would
+then say which video it was. Here each chosen frame is decoded as an element of a small
+dataset of its own, with errors ignored inside it: the clip comes back with a flag per
+frame, in the same map call that still holds the video's id and shard file.
+
+  map_checked(values, fn, ...)   fn on each row of `values`, carrying on past rows it fails
+                                 on: (outputs, zeros where it failed; ok bool per row)
+  decode_or_blank(value, fn, ..) the same for one value (a whole image, any size)
+  skip_damaged(dataset, skips)   training: drops the clips whose frames did not all
+                                 decode, each reported to `skips` (a SkipCounter)
+  damage_reason(...)             evaluation: '' for a clip that decoded, else one line
+                                 saying which frames did not, and in which shard
+
+`SkipCounter` is the Python side of one input pipeline: it logs each damaged video once
+(id, shard, frames), counts skipped clips and distinct damaged videos, and says when the
+damaged videos pass its limit; the trainer reads it at every step (training/progress.py).
+"""
+
+import threading
+
+from absl import logging
+
+from tf_compat import tf
+
+__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'damage_reason', 'SkipCounter', 'EXTRA_ITEMS']
+
+# Items a training map function appends to its element for skip_damaged:
+# video id (string), shard file (string), undecoded frame indices (int32 [n]),
+# frames in the video (int32).
+EXTRA_ITEMS = 4
+
+
+def map_checked(values, fn, output_shape, dtype, num_parallel_calls=None):
+  """Applies `fn` to each row of `values`; a row `fn` fails on gives zeros and ok False.
+
+  Each row is one element of a nested dataset whose errors are ignored, so the failure
+  of an op inside `fn` (a JPEG that does not decode) costs that row only.
+
+  Args:
+    values: a tensor [N, ...] (e.g. string [N] JPEGs, or [N, 2] flow u, v pairs).
+    fn: one row -> a tensor of `output_shape` and `dtype`.
+    output_shape: the static shape of fn's output (a list of ints).
+    dtype: fn's output dtype.
+    num_parallel_calls: rows computed at once (None: one after the other).
+
+  Returns:
+    (outputs `dtype` [N] + output_shape, zeros in the rows that failed;
+     ok bool [N], True where `fn` succeeded).
+  """
+  count = tf.shape(values)[0]
+  rows = tf.data.Dataset.from_tensor_slices((values, tf.range(count)))
+  rows = rows.map(lambda value, index: (tf.ensure_shape(fn(value), output_shape), index),
+                  num_parallel_calls=num_parallel_calls).ignore_errors()
+  # When every row failed the batch is missing: an empty one stands in for it.
+  empty = tf.data.Dataset.from_tensors((tf.zeros([0] + list(output_shape), dtype),
+                                        tf.zeros([0], tf.int32)))
+  outputs, kept = rows.batch(tf.cast(tf.maximum(count, 1), tf.int64)).concatenate(
+      empty).take(1).get_single_element()
+  ok = tf.scatter_nd(kept[:, None], tf.ones_like(kept, tf.bool), [count])
+  full_shape = tf.concat([[count], tf.constant(output_shape, tf.int32)], 0)
+  outputs = tf.cond(tf.equal(tf.size(kept), count), lambda: outputs,
+                    lambda: tf.scatter_nd(kept[:, None], outputs, full_shape))
+  outputs.set_shape([None] + list(output_shape))
+  return outputs, ok
+
+
+def decode_or_blank(value, fn, blank):
+  """(fn(value), True), or (blank, False) when an op inside `fn` fails on `value` (the
+  one-element form of map_checked, for outputs of any shape, e.g. whole images)."""
+  tried = tf.data.Dataset.from_tensors(value).map(
+      lambda v: (fn(v), tf.constant(True))).ignore_errors()
+  fallback = tf.data.Dataset.from_tensors((blank, tf.constant(False)))
+  return tried.concatenate(fallback).take(1).get_single_element()
+
+
+def skip_damaged(dataset, skips):
+  """Training: drops each element whose frames did not all decode, reporting it to `skips`.
+
+  Args:
+    dataset: elements (..., video_id, shard file, undecoded int32 [n], num_frames): a
+      training map function's output with the EXTRA_ITEMS appended.
+    skips: a SkipCounter.
+
+  Returns:
+    The dataset of the elements that decoded, without the EXTRA_ITEMS.
+  """
+
+  def decoded(*element):
+    video_id, file_name, undecoded, num_frames = element[-EXTRA_ITEMS:]
+    report = lambda: tf.reshape(tf.numpy_function(
+        skips.record, [video_id, file_name, undecoded, num_frames], tf.bool,
+        stateful=True), [])
+    return tf.cond(tf.equal(tf.size(undecoded), 0), lambda: tf.constant(True), report)
+
+  return dataset.filter(decoded).map(lambda *element: element[:-EXTRA_ITEMS])
+
+
+def damage_reason(undecoded, num_frames, file_name):
+  """Evaluation: string scalar, '' when `undecoded` (int32 [n]) is empty, else e.g.
+  'frames 3, 4 of 14 do not decode (shard /data/x/test-00000-of-00002)'."""
+  def reason():
+    listed = tf.strings.reduce_join(tf.strings.as_string(undecoded), separator=', ')
+    plural = tf.where(tf.size(undecoded) > 1, 'frames ', 'frame ')
+    verb = tf.where(tf.size(undecoded) > 1, ' do not decode (shard ', ' does not decode (shard ')
+    return tf.strings.join([plural, listed, ' of ', tf.strings.as_string(num_frames), verb,
+                            file_name, ')'])
+  return tf.cond(tf.size(undecoded) > 0, reason, lambda: tf.constant(''))
+
+
+def _text(value):
+  return value.decode('utf-8', 'replace') if isinstance(value, bytes) else str(value)
+
+
+class SkipCounter:
+  """What one input pipeline skipped: clips, and the distinct videos they came from.
+
+  `record` is called from the pipeline's threads (through tf.numpy_function); the
+  trainer reads the counts and `exceeded` between steps.
+
+  Args:
+    limit: damaged videos allowed; `exceeded` once there are more. None: no limit.
+  """
+
+  def __init__(self, limit=None):
+    self.limit = limit
+    self._lock = threading.Lock()
+    self._clips = 0
+    self._videos = {}   # video id -> (shard file, undecoded frame indices, frames)
+
+  def record(self, video_id, file_name, undecoded, num_frames):
+    """Counts one skipped clip; logs its video the first time. Returns False (drop it)."""
+    video_id, file_name = _text(video_id), _text(file_name)
+    frames = [int(i) for i in undecoded]
+    with self._lock:
+      self._clips += 1
+      first = video_id not in self._videos
+      if first:
+        self._videos[video_id] = (file_name, frames, int(num_frames))
+    if first:
+      logging.warning(
+          'Skipping a clip of video %s (shard %s): %s %s of its %d do%s not decode; its '
+          'clips are skipped whenever they need %s (this video is named once; python -m '
+          'datasets.verify_records lists every damaged frame)', video_id, file_name,
+          'frame' if len(frames) == 1 else 'frames', ', '.join(map(str, frames)),
+          int(num_frames), 'es' if len(frames) == 1 else '',
+          'it' if len(frames) == 1 else 'them')
+    return False
+
+  @property
+  def skipped_clips(self):
+    with self._lock:
+      return self._clips
+
+  @property
+  def damaged_videos(self):
+    with self._lock:
+      return len(self._videos)
+
+  def damaged(self):
+    """{video id: (shard file, undecoded frame indices, frames in the video)}."""
+    with self._lock:
+      return dict(self._videos)
+
+  @property
+  def exceeded(self):
+    return self.limit is not None and self.damaged_videos > self.limit

@@ -1,0 +1,211 @@
+"""datasets/conversion/record_migration.py: format-1 video records (one SequenceExample per
+whole video, written here by hand with the keys that format used) rewritten as chunked
+records with an index: frames byte for byte, resumable, nothing half-written left behind."""
+
+import filecmp
+import hashlib
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from core.errors import ConfigError, DataError
+from datasets import dataset_factory
+from datasets.conversion import record_migration
+from datasets.conversion.record_migration import RecordMigration, migrate_video_records
+from datasets.inputs import clip_input
+from tests import video_testdata
+from tf_compat import tf
+
+# split -> shards -> [(video id, label, number of frames)]
+OLD_SHARDS = {'train': [[('a', 0, 9), ('b', 1, 1)], [('c', 1, 17)]],
+              'test': [[('d', 0, 4), ('e', 1, 12)]]}
+CLASSES = ['left', 'right']
+
+
+def _jpeg(seed):
+  pixels = np.random.RandomState(seed).randint(0, 256, (16, 20, 3)).astype(np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='JPEG', quality=80)
+  return buffer.getvalue()
+
+
+def _frames(video_id, count, modality):
+  base = 1000 * ord(video_id)
+  if modality == 'rgb':
+    return [_jpeg(base + i) for i in range(count)]
+  return [(_jpeg(base + i)[:300], _jpeg(base + 500 + i)[:200]) for i in range(count)]
+
+
+def _old_record(video_id, label, frames, modality):
+  """A format-1 record: the whole video in one SequenceExample."""
+  example = tf.train.SequenceExample()
+  context = example.context.feature
+  context['clip/label/index'].int64_list.value.append(label)
+  context['clip/label/string'].bytes_list.value.append(CLASSES[label].encode())
+  context['example/id'].bytes_list.value.append(video_id.encode())
+  context['clip/data_path'].bytes_list.value.append(('%s/%s.avi' % (CLASSES[label],
+                                                                    video_id)).encode())
+  for key, value in (('image/height', 16), ('image/width', 20), ('clip/num_frames',
+                                                                   len(frames)),
+                     ('image/channels', 3 if modality == 'rgb' else 2)):
+    context[key].int64_list.value.append(value)
+  context['image/frame_rate'].float_list.value.append(25.0)
+  context['image/format'].bytes_list.value.append(b'jpeg')
+  context['clip/modality'].bytes_list.value.append(modality.encode())
+  keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
+  for k, key in enumerate(keys):
+    for frame in frames:
+      jpeg = frame if modality == 'rgb' else frame[k]
+      example.feature_lists.feature_list[key].feature.add().bytes_list.value.append(jpeg)
+  return example.SerializeToString()
+
+
+def _write_old_dataset(directory, modality='rgb'):
+  """A converted video_folder dataset as the converter wrote it before format 2."""
+  os.makedirs(directory)
+  frames = {}
+  for split, shards in OLD_SHARDS.items():
+    for index, videos in enumerate(shards):
+      path = os.path.join(directory, '%s-%05d-of-%05d' % (split, index, len(shards)))
+      with tf.io.TFRecordWriter(path) as writer:
+        for video_id, label, count in videos:
+          frames[video_id] = _frames(video_id, count, modality)
+          writer.write(_old_record(video_id, label, frames[video_id], modality))
+  sizes = {split: sum(len(s) for s in shards) for split, shards in OLD_SHARDS.items()}
+  with open(os.path.join(directory, 'dataset_info.json'), 'w') as handle:
+    json.dump({'dataset_name': 'video_folder', 'num_classes': 2,
+               'num_channels': 3 if modality == 'rgb' else 2, 'splits': sizes,
+               'modality': modality}, handle)
+  with open(os.path.join(directory, 'labels.txt'), 'w') as handle:
+    handle.write('0:left\n1:right\n')
+  with open(os.path.join(directory, 'manifest.json'), 'w') as handle:
+    handle.write('{"videos": {"train": 3, "test": 2}}\n')
+  return frames
+
+
+def _snapshot(directory):
+  return {name: open(os.path.join(directory, name), 'rb').read()
+          for name in sorted(os.listdir(directory))}
+
+
+@pytest.mark.parametrize('modality', ['rgb', 'flow'])
+def test_frames_and_context_are_carried_over_byte_for_byte(tmp_path, modality):
+  old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
+  frames = _write_old_dataset(old, modality)
+  before = _snapshot(old)
+  summary = migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new,
+                                                  chunk_frames=4))
+  assert summary['shards'] == {'written': 3, 'kept': 0}
+  assert _snapshot(old) == before   # only read
+  keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
+  for split, shards in OLD_SHARDS.items():
+    videos = video_testdata.whole_videos(new, split)
+    assert sorted(videos) == sorted(v for shard in shards for v, _, _ in shard)
+    for video_id, example in videos.items():
+      lists = [[f.bytes_list.value[0] for f in example.feature_lists.feature_list[k].feature]
+               for k in keys]
+      assert (lists[0] if modality == 'rgb' else list(zip(*lists))) == frames[video_id]
+      old_example = tf.train.SequenceExample.FromString(_old_record(
+          video_id, example.context.feature['clip/label/index'].int64_list.value[0],
+          frames[video_id], modality))
+      for key, value in old_example.context.feature.items():
+        assert example.context.feature[key] == value, key
+  with open(os.path.join(new, 'dataset_info.json')) as handle:
+    info = json.load(handle)
+  assert info['format_version'] == 2 and info['chunk_frames'] == 4
+  assert info['splits'] == {'train': 3, 'test': 2} and info['modality'] == modality
+  assert open(os.path.join(new, 'manifest.json')).read() == before['manifest.json'].decode()
+  assert sorted(n for n in os.listdir(new) if n.startswith('train')) == [
+      'train-00000-of-00002', 'train-00000-of-00002.index', 'train-00001-of-00002',
+      'train-00001-of-00002.index']
+
+
+def test_the_migrated_data_trains_and_evaluates(tmp_path):
+  old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
+  frames = _write_old_dataset(old)
+  migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=4))
+  split = dataset_factory.get_dataset('video_folder', 'test', new)
+  with tf.Graph().as_default(), tf.Session() as sess:
+    dataset = clip_input.build_clip_dataset(split, batch_size=2, clip_frames=6, crop_size=16,
+                                            is_training=False, eval_frames=6, deferred=True)
+    clips, labels, ids = sess.run(tf.data.make_one_shot_iterator(dataset).get_next())
+  for clip, video_id in zip(clips, ids):
+    first = np.asarray(Image.open(io.BytesIO(frames[video_id.decode()][0])))[:, 2:18]
+    np.testing.assert_array_equal(clip[0], first)   # the same decoder, the same pixels
+  assert labels.tolist() == [0, 1]
+
+
+def test_a_manifest_that_can_rebuild_shards_describes_the_new_ones(tmp_path):
+  """A conversion that recorded its settings and each shard's SHA-256 (for --only_shard):
+  after the migration they are the new shard's, index's and chunk size."""
+  old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
+  _write_old_dataset(old)
+  contents = {'train-00000-of-00002': {'split': 'train', 'sha256': 'old', 'videos': []},
+              'test-00000-of-00001': {'split': 'test', 'sha256': 'old', 'videos': []}}
+  with open(os.path.join(old, 'manifest.json'), 'w') as handle:
+    json.dump({'settings': {'modality': 'rgb', 'fps': None}, 'shard_contents': contents},
+              handle)
+  migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=3))
+  with open(os.path.join(new, 'manifest.json')) as handle:
+    manifest = json.load(handle)
+  assert manifest['settings'] == {'modality': 'rgb', 'fps': None, 'chunk_frames': 3}
+  for name in contents:
+    with open(os.path.join(new, name), 'rb') as shard, \
+        open(os.path.join(new, name + '.index'), 'rb') as index:
+      assert manifest['shard_contents'][name] == dict(
+          contents[name], sha256=hashlib.sha256(shard.read()).hexdigest(),
+          index_sha256=hashlib.sha256(index.read()).hexdigest())
+
+
+def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkeypatch):
+  old = str(tmp_path / 'old')
+  _write_old_dataset(old)
+  clean = str(tmp_path / 'clean')
+  migrate_video_records(RecordMigration(dataset_dir=old, output_dir=clean))
+  chunked = record_migration._chunked_videos   # pylint: disable=protected-access
+  calls = []
+
+  def crash_in_the_second_shard(*args):
+    calls.append(args)
+    for number, video in enumerate(chunked(*args)):
+      if len(calls) == 2 and number == 0:
+        raise KeyboardInterrupt   # killed while writing the second shard
+      yield video
+
+  monkeypatch.setattr(record_migration, '_chunked_videos', crash_in_the_second_shard)
+  new = str(tmp_path / 'new')
+  with pytest.raises(KeyboardInterrupt):
+    migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))
+  assert sorted(os.listdir(new)) == ['migration.json', 'test-00000-of-00001',
+                                     'test-00000-of-00001.index']   # no half shard, no info
+  with pytest.raises(ConfigError, match='holds a migration of .* with chunk_frames=8; use a '
+                                        'new --output_dir'):
+    migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=3))
+  monkeypatch.setattr(record_migration, '_chunked_videos', chunked)
+  summary = migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))
+  assert summary['shards'] == {'written': 2, 'kept': 1}
+  names = sorted(os.listdir(clean))
+  assert names == sorted(os.listdir(new))
+  for name in names:
+    assert filecmp.cmp(os.path.join(clean, name), os.path.join(new, name), shallow=False), name
+
+
+def test_what_needs_no_migration_or_cannot_be_read_is_one_line(tmp_path):
+  old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
+  _write_old_dataset(old)
+  with pytest.raises(ConfigError, match='must be a new directory outside'):
+    migrate_video_records(RecordMigration(dataset_dir=old, output_dir=old + '/inside'))
+  migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))
+  with pytest.raises(ConfigError, match='already holds format 2 records: nothing to migrate'):
+    migrate_video_records(RecordMigration(dataset_dir=new, output_dir=str(tmp_path / 'x')))
+  shard = os.path.join(old, 'train-00001-of-00002')
+  data = open(shard, 'rb').read()
+  with open(shard, 'wb') as handle:
+    handle.write(data[:len(data) // 2])   # a partial copy
+  with pytest.raises(DataError, match='train-00001-of-00002 cannot be read .*; re-run the '
+                                      'conversion that wrote it'):
+    migrate_video_records(RecordMigration(dataset_dir=old, output_dir=str(tmp_path / 'y')))

@@ -1,0 +1,140 @@
+"""Frames that do not decode: found frame by frame, skipped in training with the video
+named once, reported by evaluation. JPEGs are made and decoded with Pillow here; the
+damaged records are the shared synthetic ones with JPEG bytes cut in half
+(tests/damaged_data.py)."""
+
+import io
+import logging
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from datasets import dataset_factory
+from datasets.inputs import clip_input, damaged_frames
+from tests import damaged_data, video_testdata
+from tf_compat import tf
+
+
+def _jpeg(seed, size=(12, 16)):
+  pixels = np.random.RandomState(seed).randint(0, 256, size + (3,)).astype(np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='JPEG', quality=90)
+  return buffer.getvalue()
+
+
+def _pil(jpeg):
+  with Image.open(io.BytesIO(jpeg)) as image:
+    return np.asarray(image.convert('RGB'))
+
+
+@pytest.mark.parametrize('parallel', [None, 2])
+def test_map_checked_decodes_the_rest_and_flags_the_failures(parallel):
+  good = [_jpeg(seed) for seed in range(5)]
+  values = list(good)
+  values[1] = good[1][:len(good[1]) // 2]   # cut short: libjpeg stops
+  values[4] = b'not a jpeg'
+  with tf.Graph().as_default():
+    jpegs = tf.placeholder(tf.string, [None])
+    outputs, ok = damaged_frames.map_checked(
+        jpegs, lambda j: tf.io.decode_jpeg(j, channels=3, dct_method='INTEGER_ACCURATE'),
+        [12, 16, 3], tf.uint8, num_parallel_calls=parallel)
+    with tf.Session() as sess:
+      frames, flags = sess.run([outputs, ok], {jpegs: values})
+      all_bad, none_ok = sess.run([outputs, ok], {jpegs: [b'x', b'y']})
+  assert list(flags) == [True, False, True, True, False]
+  for index in (0, 2, 3):
+    np.testing.assert_array_equal(frames[index], _pil(good[index]))
+  assert not frames[1].any() and not frames[4].any()
+  assert all_bad.shape == (2, 12, 16, 3) and not all_bad.any() and not none_ok.any()
+
+
+def test_skip_counter_names_each_video_once_and_counts_every_clip(caplog):
+  skips = damaged_frames.SkipCounter(limit=1)
+  caplog.set_level(logging.WARNING)
+  for video in (b'v_a', b'v_a', b'v_b', b'v_a'):
+    assert skips.record(video, b'/d/train-00001-of-00002', np.array([3], np.int32), 9) is False
+    assert skips.exceeded == (video == b'v_b' or skips.damaged_videos > 1)
+  named = [r.getMessage() for r in caplog.records if 'Skipping' in r.getMessage()]
+  assert len(named) == 2
+  assert named[0].startswith('Skipping a clip of video v_a (shard /d/train-00001-of-00002): '
+                             'frame 3 of its 9 does not decode')
+  assert (skips.skipped_clips, skips.damaged_videos) == (4, 2)
+  assert skips.damaged()['v_b'] == ('/d/train-00001-of-00002', [3], 9)
+
+
+@pytest.fixture(scope='module')
+def damaged_dir(tmp_path_factory):
+  """The shared rgb records with every frame of the first train video and frame 1 and the
+  last frame of the first two test videos broken: {what: (video id, shard path)}."""
+  directory = damaged_data.copy_dataset(video_testdata.converted(tmp_path_factory, 'rgb'),
+                                        tmp_path_factory.mktemp('damaged') / 'rgb')
+  train = os.path.join(directory, 'train-00000-of-00002')
+  test = os.path.join(directory, 'test-00000-of-00002')
+  broken = {'train': (damaged_data.break_frames(train, 0, 'all'), train),
+            'test_sampled': (damaged_data.break_frames(test, 0, [1]), test)}
+  last = damaged_data.num_frames(test, 1) - 1
+  broken['test_unsampled'] = (damaged_data.break_frames(test, 1, [last]), test)
+  return directory, broken
+
+
+def _labels(directory, split):
+  labels = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(directory, '%s-*' % split))):
+    for serialized in tf.compat.v1.io.tf_record_iterator(path):
+      context = tf.train.SequenceExample.FromString(serialized).context.feature
+      labels[context['example/id'].bytes_list.value[0].decode()] = (
+          context['clip/label/index'].int64_list.value[0])
+  return labels
+
+
+def _elements(dataset):
+  values = []
+  with tf.Session() as sess:
+    get_next = tf.data.make_one_shot_iterator(dataset).get_next()
+    while True:
+      try:
+        values.append(sess.run(get_next))
+      except tf.errors.OutOfRangeError:
+        return values
+
+
+def test_training_skips_the_damaged_video_and_keeps_the_rest(damaged_dir):
+  directory, broken = damaged_dir
+  split = dataset_factory.get_dataset('video_folder', 'train', directory)
+  skips = damaged_frames.SkipCounter()
+  with tf.Graph().as_default():
+    batches = _elements(clip_input.build_clip_dataset(
+        split, batch_size=1, clip_frames=4, crop_size=32, is_training=True, num_epochs=1,
+        drop_remainder=False, num_readers=1, num_parallel_calls=1, seed=3, skips=skips))
+  labels = _labels(directory, 'train')
+  damaged_id, shard = broken['train']
+  kept = sorted(int(label) for _, batch_labels in batches for label in batch_labels)
+  assert kept == sorted(label for v, label in labels.items() if v != damaged_id)
+  assert skips.skipped_clips == 1 and list(skips.damaged()) == [damaged_id]
+  assert skips.damaged()[damaged_id][0] == shard
+
+
+def test_evaluation_reports_a_sampled_frame_that_does_not_decode(damaged_dir):
+  directory, broken = damaged_dir
+  split = dataset_factory.get_dataset('video_folder', 'test', directory)
+  arguments = dict(batch_size=3, clip_frames=4, crop_size=32, is_training=False,
+                   num_epochs=1, drop_remainder=False, num_readers=1, eval_clips=1)
+  with tf.Graph().as_default():
+    batches = _elements(clip_input.build_clip_dataset(split, report_damaged=True,
+                                                      **arguments))
+  damage = {video.decode(): (reason.decode(), clips)
+            for clips_batch, _, ids, reasons in batches
+            for clips, video, reason in zip(clips_batch, ids, reasons)}
+  assert sorted(damage) == sorted(_labels(directory, 'test'))
+  sampled_id, shard = broken['test_sampled']
+  reason, clips = damage[sampled_id]
+  frames = damaged_data.num_frames(shard, 0)
+  assert reason == 'frame 1 of %d does not decode (shard %s)' % (frames, shard)
+  assert np.all(clips[0, 1] == -1.0) and not np.all(clips[0, 0] == -1.0)  # only it is zeros
+  assert damage[broken['test_unsampled'][0]][0] == ''   # its broken frame is not sampled
+  assert [v for v, (r, _) in damage.items() if r] == [sampled_id]
+  with tf.Graph().as_default():
+    with pytest.raises(tf.errors.InvalidArgumentError, match=sampled_id):
+      _elements(clip_input.build_clip_dataset(split, **arguments))

@@ -1,0 +1,42 @@
+"""`python -m datasets.migrate_video_records` as a user meets it: eval.py refuses format-1
+records in one line (status 3) naming a command; that very command migrates them."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+from datasets import dataset_factory
+from tests import video_testdata
+from tests.datasets.conversion.test_record_migration import _write_old_dataset
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(args):
+  return subprocess.run([sys.executable] + args, cwd=ROOT, capture_output=True, text=True,
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+
+
+def test_eval_names_the_command_that_migrates_old_records_and_it_does(tmp_path):
+  old = str(tmp_path / 'ucf_rgb')
+  frames = _write_old_dataset(old)
+  refused = _run(['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s' % old,
+                  '--dataset_split_name=test', '--model_name=i3d',
+                  '--checkpoint_path=%s' % tmp_path])
+  assert refused.returncode == 3, refused.stderr
+  lines = refused.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: %s' % old), refused.stderr
+  command = re.search(r'migrate them with: (python -m \S+ .*)$', lines[0]).group(1)
+  assert command == ('python -m datasets.migrate_video_records --dataset_dir=%s '
+                     '--output_dir=%s_v2' % (old, old))
+  migrated = _run(shlex.split(command)[1:])
+  assert migrated.returncode == 0, migrated.stderr
+  assert migrated.stdout.startswith('migrated test 2, train 3 videos into %s_v2' % old)
+  for split in ('train', 'test'):
+    assert dataset_factory.get_dataset('video_folder', split, old + '_v2').num_samples == (
+        3 if split == 'train' else 2)
+    for video_id, example in video_testdata.whole_videos(old + '_v2', split).items():
+      assert [f.bytes_list.value[0] for f in
+              example.feature_lists.feature_list['image/encoded'].feature] == frames[video_id]
