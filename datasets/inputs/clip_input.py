@@ -180,7 +180,7 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
     num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
     indices = (uniform(num_frames, _START) + _offsets(clip_frames, repeat_first_frame)
                ) % num_frames
-    frames, indices = clip_reader.read_frames(shard, video, indices, modality)
+    frames, local = clip_reader.read_frames(shard, video, indices, modality)
 
     def random_offsets(height, width):
       return (uniform(height - crop_size + 1, _OFFSET_Y),
@@ -189,8 +189,8 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
     flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
     label = video['label'] - labels_offset
     if deferred:
-      return decode_clip(frames, indices, modality, crop_size, random_offsets), label, flip
-    clip = decode_clip(frames, indices, modality, crop_size, random_offsets, flip)
+      return decode_clip(frames, local, modality, crop_size, random_offsets), label, flip
+    clip = decode_clip(frames, local, modality, crop_size, random_offsets, flip)
     return finish_clips(clip, modality), label
 
   return sample
@@ -213,8 +213,8 @@ def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, 
       starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
       indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
                  ) % num_frames
-    frames, indices = clip_reader.read_frames(shard, video, indices, modality)
-    clips = decode_clip(frames, indices, modality, crop_size, centre_offsets)
+    frames, local = clip_reader.read_frames(shard, video, indices, modality)
+    clips = decode_clip(frames, local, modality, crop_size, centre_offsets)
     if not deferred:
       clips = finish_clips(clips, modality)
     return clips, video['label'] - labels_offset, video['video_id']
