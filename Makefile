@@ -141,10 +141,11 @@ test-heavy: setup
 stress: setup
 	$(PY) -m benchmarks.stress
 
-# Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
+# Every benchmark of docs/benchmarks.md (about 30 minutes; run it on a quiet machine).
 bench: setup
 	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
+	$(PY) -m benchmarks.input_pipeline --long_videos
 	$(PY) -m benchmarks.cluster
 
 # float32 vs float16 vs bfloat16, XLA off and on, 1..N GPUs, for I3D 64x224x224 and
