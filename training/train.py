@@ -14,7 +14,8 @@ import os
 
 from absl import logging
 
-from deployment import cluster, model_deploy, placement, sync_replicas, worker_stats
+from deployment import (cluster, model_deploy, placement, sync_replicas, traffic,
+                        worker_stats)
 from deployment.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
@@ -215,6 +216,9 @@ def _first_step(config, setup, run_metadata, summary_writer):
     logging.warning('Clones %s all ran on %s: they share one device instead of one each '
                     '(python -m training.doctor says more)',
                     ', '.join(str(c) for c in clones), placement.short_device(device))
+  if config.master:  # In a cluster: what a step moves (docs/cluster.md, capacity).
+    logging.info('Traffic: %s', traffic.describe_traffic(
+        traffic.step_traffic(run_metadata, config.task)))
 
 
 def _cluster_progress(config, stats):
