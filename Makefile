@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress bench bench-cluster bench-gpu clean
+.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -136,17 +136,27 @@ test-fast: setup
 test-heavy: setup
 	$(PY) -m pytest -m heavy
 
-# The cluster tests (sync equivalence, chief kill, ps kill, end of job) 30 times each with
-# both cores kept busy beside them; failures and leaked processes per test (about 95 minutes).
+# The seeds' ten-node cluster simulated (benchmarks/chaos.py: 2 ps + 10 workers, 2 of them
+# backups, random workers and the chief killed and restarted during the run; every promise
+# checked, under 10 minutes), then the cluster tests (sync equivalence, chief kill, ps kill,
+# end of job) 30 times each with both cores kept busy beside them; failures and leaked
+# processes per test (about 95 minutes).
 stress: setup
+	$(PY) -m benchmarks.chaos
 	$(PY) -m benchmarks.stress
 
-# Every benchmark of docs/benchmarks.md (about 30 minutes; run it on a quiet machine).
+# The chaos run alone (about 5 minutes on 2 cores).
+chaos: setup
+	$(PY) -m benchmarks.chaos
+
+# Every benchmark of docs/benchmarks.md and the capacity of docs/cluster.md (about 30
+# minutes; run it on a quiet machine).
 bench: setup
 	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
 	$(PY) -m benchmarks.input_pipeline --long_videos
 	$(PY) -m benchmarks.cluster
+	$(PY) -m benchmarks.capacity
 
 # float32 vs float16 vs bfloat16, XLA off and on, 1..N GPUs, for I3D 64x224x224 and
 # cifarnet (docs/benchmarks.md); without a GPU a CPU smoke check at small sizes.

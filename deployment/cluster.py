@@ -30,6 +30,7 @@ This module knows cluster addresses and devices only: nothing about data or mode
 
 import dataclasses
 import json
+import os
 import re
 import socket
 import threading
@@ -41,7 +42,7 @@ from tf_compat import tf
 
 __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
            'task_from_tf_config', 'device_filters', 'start_server', 'announce_leaving',
-           'wait_for_workers_to_leave', 'ParameterServerMonitor']
+           'wait_for_workers_to_leave', 'ParameterServerMonitor', 'server_inter_op_threads']
 
 JOBS = ('ps', 'worker')
 _LEAVING_QUEUE = 'slimdeploy_leaving_ps%d'
@@ -241,9 +242,29 @@ def start_server(task):
   """
   config = tf.ConfigProto(device_filters=(
       ['/job:ps/task:%d' % task.task_index] if task.is_ps else
-      ['/job:ps', '/job:worker/task:%d' % task.task_index]))
+      ['/job:ps', '/job:worker/task:%d' % task.task_index]),
+                          inter_op_parallelism_threads=server_inter_op_threads())
   return tf.train.Server(task.cluster_spec(), job_name=task.job_name,
                          task_index=task.task_index, config=config, start=True)
+
+
+def server_inter_op_threads(environ=os.environ, cores=None):
+  """Inter-op threads of a task's server: 2 where TensorFlow would take 1, else 0
+  (TensorFlow's choice: one per core it may run on; TF_NUM_INTEROP_THREADS wins).
+
+  A task that may run on one core only (pinned, or a one-core cpuset) gets one inter-op
+  thread, and TensorFlow's executor then runs a chain of expensive ops inline and queues
+  every other ready op behind it: in a training step the gradient of the largest layer
+  (cifarnet's fc3, 6 MB of its 7) waits for the whole backward pass of the conv layers
+  before it is summed and sent, so its transfer and the parameter server's accumulation
+  land after the step's compute instead of during it, on the synchronous critical path.
+  With a second thread that gradient leaves while the backward pass goes on
+  (docs/benchmarks.md, synchronous scaling).
+  """
+  if environ.get('TF_NUM_INTEROP_THREADS'):
+    return 0
+  cores = len(os.sched_getaffinity(0)) if cores is None else cores
+  return 2 if cores < 2 else 0
 
 
 def _leaving_queue(ps_index, num_workers):
@@ -292,19 +313,21 @@ def wait_for_workers_to_leave(task, target, stop_event, stop_grace_secs, poll_se
   left = set()
   stop_seen = None
   with tf.Graph().as_default():
-    dequeue = _leaving_queue(task.task_index, task.num_workers).dequeue()
+    queue = _leaving_queue(task.task_index, task.num_workers)
+    size, dequeue = queue.size(), queue.dequeue()
     config = tf.ConfigProto(device_filters=['/job:ps/task:%d' % task.task_index])
-    options = tf.RunOptions(timeout_in_ms=int(poll_secs * 1000))
     with tf.Session(target, config=config) as sess:
       while len(left) < task.num_workers:
         if stop_event.is_set():
           stop_seen = stop_seen or time.time()
           if time.time() - stop_seen >= stop_grace_secs:
             break
-        try:
-          index = int(sess.run(dequeue, options=options))
-        except tf.errors.DeadlineExceededError:
+        # Dequeue only what is there (this loop is the queue's one reader): a dequeue
+        # under a deadline can take an index and then fail its step, and lose it.
+        if not sess.run(size):
+          time.sleep(poll_secs)
           continue
+        index = int(sess.run(dequeue))
         if index not in left:
           left.add(index)
           logging.info('Worker %d left (%d of %d)', index, len(left), task.num_workers)

@@ -8,7 +8,7 @@ Topology
     num_clones      model copies in one process, one per GPU (or per logical CPU device
                     with `clone_on_cpu`); they share one set of variables.
     num_replicas    worker processes (usually one per machine); each runs num_clones clones.
-    num_ps_tasks    parameter-server tasks holding the variables, round-robin by variable.
+    num_ps_tasks    parameter-server tasks holding the variables, balanced by bytes.
 
 Semantics (what a training step computes)
     * Each clone's loss (the sum of its LOSSES collection) is scaled by 1/num_clones and
@@ -33,14 +33,14 @@ Placement
     * Clone i: `/job:worker/task:R/device:GPU:i` with ps tasks, `/device:GPU:i` without; with
       `clone_on_cpu` clone i runs on logical CPU device i (`/device:CPU:i`), so create the
       session with as many CPU devices as clones (`session_config.make_session_config`).
-    * Variables: on the worker's CPU without ps tasks; with ps tasks, round-robin over
-      `/job:ps/task:t/device:CPU:0`. Both TF 2 resource variables (`VarHandleOp`) and TF 1
-      ref variables (`VariableV2`) are placed, whichever way they are created
-      (slim.variable, tf.get_variable, tf.Variable).
+    * Variables: on the worker's CPU without ps tasks; with ps tasks, each on the
+      `/job:ps/task:t/device:CPU:0` holding the fewest bytes so far. Resource
+      (`VarHandleOp`) and ref (`VariableV2`) variables alike, however created.
     * Inputs and the optimizer: the worker's CPU.
 """
 
 import collections
+import math
 import numbers
 import weakref
 
@@ -115,8 +115,8 @@ class DeploymentConfig:
     self._num_replicas = int(num_replicas)
     self._num_ps_tasks = int(num_ps_tasks)
     self._ps_device = '/job:' + ps_job_name if num_ps_tasks > 0 else ''
-    # One round-robin chooser per graph, so every variable of a graph (global step,
-    # shared and per-clone variables alike) takes the next ps task in creation order.
+    # One chooser per graph, so every variable of a graph (global step, shared and
+    # per-clone variables alike) is balanced with the others, in creation order.
     self._choosers = weakref.WeakKeyDictionary()
     self._worker_device = '/job:' + worker_job_name if num_ps_tasks > 0 else ''
 
@@ -172,16 +172,16 @@ class DeploymentConfig:
     return self._worker_prefix() + '/device:CPU:0'
 
   def variables_device(self):
-    """A device string, or with ps tasks a function placing variables round-robin.
+    """A device string, or with ps tasks a function balancing variables by bytes.
 
     The function is the same for every call within one graph (the default graph at the
-    time of the call), so placement continues round-robin across calls.
+    time of the call), so the balance holds across calls.
     """
     if self._num_ps_tasks == 0:
       return self._worker_prefix() + '/device:CPU:0'
     graph = tf.get_default_graph()
     if graph not in self._choosers:
-      self._choosers[graph] = _RoundRobinVariableChooser(self._ps_device,
+      self._choosers[graph] = _BalancedVariableChooser(self._ps_device,
                                                          self._num_ps_tasks)
     return self._choosers[graph]
 
@@ -196,23 +196,26 @@ def _check_int(name, value, minimum):
     raise ValueError('%s=%r must be an integer >= %d' % (name, value, minimum))
 
 
-class _RoundRobinVariableChooser:
-  """Places each variable op on the next ps task; other ops keep their device.
-
-  Every worker builds the same graph in the same order, so every worker computes the
-  same placement.
-  """
+class _BalancedVariableChooser:
+  """Each variable op to the ps task with the fewest bytes so far (ties: the lowest; an
+  unknown size counts 1), as TF's greedy load balancing by byte size; other ops keep their
+  device. slim's round robin put every weight of LeNet, CifarNet and I3D on one of 2 ps
+  tasks (their layers make 2 or 4 variables; docs/cluster.md). Workers build the same
+  graph in the same order, so they all compute the same placement."""
 
   def __init__(self, ps_device, num_tasks):
     self._ps_device = ps_device
-    self._num_tasks = num_tasks
-    self._next_task = 0
+    self._loads = [0] * num_tasks
 
   def __call__(self, op):
     if _op_type(op) not in VARIABLE_OP_TYPES:
       return op.device
-    task = self._next_task
-    self._next_task = (self._next_task + 1) % self._num_tasks
+    node = op.node_def if isinstance(op, tf.Operation) else op
+    shape, task = node.attr['shape'].shape, self._loads.index(min(self._loads))
+    known = 'dtype' in node.attr and not shape.unknown_rank and min(
+        [d.size for d in shape.dim] or [0]) >= 0
+    self._loads[task] += max(1, known and tf.as_dtype(node.attr['dtype'].type).size *
+                             math.prod(d.size for d in shape.dim))
     return '%s/task:%d/device:CPU:0' % (self._ps_device, task)
 
 

@@ -21,7 +21,10 @@ the fast worker's two batches and the slow worker's gradient arrives stale. Here
   * The parameter servers remember the last step each worker sent a gradient for
     (`submitted`, not checkpointed). A gradient for a step its worker already sent one
     for is labelled stale (-1) and dropped by the accumulators: a restarted worker whose
-    predecessor sent its gradient just before dying cannot count twice.
+    predecessor sent its gradient just before dying cannot count twice. The step is
+    claimed once all of the worker's gradients are on the parameter servers and before
+    any accumulator applies one (`_claim`), so a worker killed half-way through sending
+    leaves no accumulator holding a gradient its restart would send again.
   * A chief that rejoins a job the parameter servers still hold (`rejoin_op`) cannot
     know whether its predecessor died inside an update: the gradients may have been
     taken and lost, or may still sit in the accumulators beside gradients of the other
@@ -143,7 +146,8 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     self._build_state(global_step)
     with tf.device(self._worker_device):
       step = self._local_step.read_value()
-    label = self._label(step)
+    grads_and_vars = [(_on_device(grad, var.device), var) for grad, var in grads_and_vars]
+    label = self._claim(step, grads_and_vars)
     sends, aggregated = [], []
     with tf.name_scope(name or self._name):
       for grad, var in grads_and_vars:
@@ -151,12 +155,8 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
         sends.extend([send] if send is not None else [])
         aggregated.append((mean, var))
       record_sends, record = self._record_accumulators(label)
-    with tf.device(global_step.device):
-      with tf.control_dependencies(sends + record_sends):
-        marked = self._submitted.scatter_max(tf.IndexedSlices(
-            tf.reshape(step, [1]), tf.constant([self._worker])))
-      with tf.control_dependencies([marked]):
-        token, next_step = self._wait_for_next_step(step)
+    with tf.device(global_step.device), tf.control_dependencies(sends + record_sends):
+      token, next_step = self._wait_for_next_step(step)
     with tf.device(self._worker_device):
       train_op = self._local_step.assign(next_step, read_value=False)
     if self._worker_stats is not None:
@@ -168,11 +168,12 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     """Counts this step in worker_stats once its token has come: its gradient was taken
     when the last update that took one of this worker's gradients took it for `label`.
     A stop token leaves it uncounted (no update decided it)."""
+    # All on the parameter server: no round trip through the worker after the token.
     with tf.device(self._global_step.device), tf.control_dependencies([token]):
       last = tf.gather(self._last_taken.read_value(), self._worker)
       taken = tf.logical_and(label >= 0, tf.equal(last, label))
-    return self._worker_stats.count([token], stale=tf.logical_not(taken),
-                                    counted=token >= 0)
+      return self._worker_stats.count([token], stale=tf.logical_not(taken),
+                                      counted=token >= 0)
 
   # ---------------------------------------------------------------- state and tokens
 
@@ -197,11 +198,28 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
       self.local_step_init_op = self._local_step.assign(global_step.read_value(),
                                                         read_value=False)
 
-  def _label(self, step):
-    """This gradient's local step, or _STALE when this worker already sent one for it."""
-    with tf.device(self._global_step.device):
+  def _claim(self, step, grads_and_vars):
+    """This gradient's label: its local step, or _STALE when this worker already sent
+    one for that step; `submitted` records the step before any accumulator gets it.
+
+    Every gradient is first on its parameter server (the sends are in flight during the
+    backward pass), then the step is claimed, then the accumulators apply: a worker that
+    dies before all its gradients have arrived applied none (its restart sends them for
+    that step), and once they have all arrived nothing on the worker's side can stop the
+    parameter servers from applying them. So a worker never gives an accumulator two
+    gradients for one step, even when it is killed half-way through sending them.
+    """
+    arrived = [t for grad, _ in grads_and_vars if grad is not None
+               for t in ([grad.values, grad.indices] if isinstance(grad, tf.IndexedSlices)
+                         else [grad])]
+    with tf.device(self._global_step.device), tf.control_dependencies(arrived):
       already = tf.gather(self._submitted.read_value(), self._worker)
-      return tf.where(already < step, step, tf.constant(_STALE, step.dtype))
+      label = tf.where(already < step, step, tf.constant(_STALE, step.dtype))
+      with tf.control_dependencies([label]):
+        marked = self._submitted.scatter_max(tf.IndexedSlices(
+            tf.reshape(step, [1]), tf.constant([self._worker])))
+      with tf.control_dependencies([marked]):
+        return tf.identity(label, name='gradient_label')
 
   def _wait_for_next_step(self, current):
     """Dequeues this worker's tokens until one is newer than its step (or a stop).
@@ -258,7 +276,9 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
       smallest = tf.reduce_min(tf.where(shares > 0, shares, tf.ones_like(shares)))
       taken = mean * tf.round(1.0 / smallest)
       self._accumulators.append((accumulator, self._global_step.device))
-    return [send], (taken[0], taken[1])
+      # Sliced here too: the whole update stays on the parameter server, so a chief that
+      # is frozen or dies cannot stop an update half-way (after global_step moved).
+      return [send], (taken[0], taken[1])
 
   # ---------------------------------------------------------------- the chief's ops
 
@@ -364,6 +384,17 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     step = tf.cast(self._global_step.read_value(), tf.int64) - 1  # After the update.
     return tf.print('update', step, join(counts), join(per_worker), sep='\t',
                     output_stream='file://' + self._trace_path)
+
+
+def _on_device(grad, device):
+  """`grad` (a Tensor, IndexedSlices or None) read onto `device`."""
+  if grad is None:
+    return None
+  with tf.device(device):
+    if isinstance(grad, tf.IndexedSlices):
+      return tf.IndexedSlices(tf.identity(grad.values), tf.identity(grad.indices),
+                              grad.dense_shape)
+    return tf.identity(grad)
 
 
 def _record_per_worker(record):

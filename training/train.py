@@ -16,7 +16,7 @@ import os
 from absl import logging
 
 from deployment import (accumulation, cluster, placement, precision, sync_replicas,
-                        worker_stats, xla)
+                        traffic, worker_stats, xla)
 from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
 from deployment.precision_options import uses_loss_scale
 from deployment.session_config import make_session_config
@@ -266,6 +266,9 @@ def _first_step(config, setup, run_metadata, summary_writer):
     logging.warning('Clones %s all ran on %s: they share one device instead of one each '
                     '(python -m training.doctor says more)',
                     ', '.join(str(c) for c in clones), placement.short_device(device))
+  if config.master:  # In a cluster: what a step moves (docs/cluster.md, capacity).
+    logging.info('Traffic: %s', traffic.describe_traffic(
+        traffic.step_traffic(run_metadata, config.task)))
 
 
 def _cluster_progress(config, stats):

@@ -28,6 +28,7 @@ vector and each variable alone.
 import glob
 import io
 import os
+import re
 import shutil
 import socket
 import signal
@@ -189,6 +190,24 @@ def _check_cluster_view(train_dir, logs, trace=None, replicas_to_aggregate=None)
   return [stale for _, _, stale in counts]
 
 
+def _check_traffic(train_dir, logs):
+  """Each worker's first-step traffic line (deployment.traffic, from the step's trace)
+  against the model's size read from the checkpoint: the step reads every variable once
+  and sends one gradient per trainable variable (float32), plus a few scalars."""
+  reader = tf.train.load_checkpoint(str(train_dir))
+  shapes = reader.get_variable_to_shape_map()
+  model_bytes = 4 * sum(int(np.prod(shape)) for name, shape in shapes.items()
+                        if name != 'global_step')
+  assert model_bytes > 1e6  # LeNet: millions of weights.
+  for name, text in logs.items():
+    if name.startswith('worker'):
+      found = re.findall(r'Traffic: this step received ([\d.]+) MB \(job:ps/task:0 [\d.]+ MB\) '
+                         r'and sent ([\d.]+) MB', text)
+      assert len(found) == 1, text[-3000:]
+      for megabytes in found[0]:
+        assert abs(float(megabytes) * 1e6 - model_bytes) <= 0.01e6, (found, model_bytes)
+
+
 def _steps_from_rates(events):
   """Steps done between the first and the last of a rate's lines: rate x interval."""
   return sum(rate * (t - t0) for (t0, _, _), (t, _, rate) in zip(events, events[1:]))
@@ -272,6 +291,7 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
     _check_cluster_view(train_dir, logs, trace, replicas_to_aggregate=2)
   else:
     _check_cluster_view(train_dir, logs)
+    _check_traffic(train_dir, logs)
   # Asynchronous workers each add 1 to global_step without waiting for the others, so
   # the ones already inside their last step may carry it past the end, by at most one
   # step per other worker; synchronous training lands on it exactly.

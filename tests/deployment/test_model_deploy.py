@@ -182,7 +182,8 @@ def test_devices_on_built_graph(name):
       expected = [topo.ps[i % len(topo.ps)] for i in range(num_vars)]
       assert [canon(v.op.device) for v in ref_vars] == [canon(d) for d in expected]
       assert other.device == ''  # non-variable ops keep their device
-      # Next in the round-robin after num_vars (a multiple of the task count): task 0.
+      # Equal sizes balance like round robin; after num_vars (a multiple of the task
+      # count) every task holds as many bytes, and the tie goes to task 0.
       assert_device(cached.op.device, topo.ps[0])
 
 
@@ -238,25 +239,32 @@ def test_variable_ops_placed(model, name, builder):
         assert canon(op.device) in {canon(d) for d in topo.ps}, (op.name, op.device)
 
 
+# Variables go to the ps task holding the fewest bytes so far (ties: the lowest task).
+# slim_model_fn's, in creation order: conv/weights 3x3x3x4 floats = 432 B, conv/biases
+# 16 B, fc/weights (6x6x4)x2 = 1152 B, fc/biases 8 B; resource_model_fn's: w 24 B, b 8 B.
+BALANCED_ON_2 = {'slim': [0, 1, 1, 0],     # loads (432, 0) (432, 16) (432, 1168) (440, 1168)
+                 'resource': [0, 1]}
+
+
 @pytest.mark.parametrize('model', sorted(MODEL_FNS))
 @pytest.mark.parametrize('num_clones', [1, 2])
-def test_ps_round_robin_in_creation_order(model, num_clones):
+def test_ps_balanced_by_bytes_in_creation_order(model, num_clones):
   model_fn, _, num_model_vars = MODEL_FNS[model]
   config = DeploymentConfig(num_clones=num_clones, num_ps_tasks=2)
   with tf.Graph().as_default():
     model_deploy.create_clones(config, model_fn)
     tasks = [ps_task_of(op.device) for op in variable_ops()]
-  assert tasks == [i % 2 for i in range(num_model_vars)]
+  assert tasks == BALANCED_ON_2[model]
   assert collections.Counter(tasks) == {0: num_model_vars // 2, 1: num_model_vars // 2}
 
 
-def test_ps_round_robin_three_tasks_counts():
+def test_ps_balanced_over_three_tasks():
   config = DeploymentConfig(num_clones=2, num_ps_tasks=3)
   with tf.Graph().as_default():
     model_deploy.create_clones(config, slim_model_fn)   # 4 variables
     tasks = [ps_task_of(op.device) for op in variable_ops()]
-  assert tasks == [0, 1, 2, 0]
-  assert collections.Counter(tasks) == {0: 2, 1: 1, 2: 1}
+  # Loads: (432, 0, 0) (432, 16, 0) (432, 16, 1152) (432, 24, 1152).
+  assert tasks == [0, 1, 2, 1]
 
 
 def test_ps_counts_with_deploy():
@@ -270,18 +278,40 @@ def test_ps_counts_with_deploy():
   assert collections.Counter(tasks) == {0: 3, 1: 2}
 
 
-def test_ps_round_robin_in_creation_order_with_deploy():
-  """deploy's variables (global_step first, then the model's) alternate over ps tasks."""
+def test_ps_balanced_in_creation_order_with_deploy():
+  """deploy's variables (global_step first, an int64 of 8 B, then the model's)."""
   config = DeploymentConfig(num_clones=2, num_ps_tasks=2)
   with tf.Graph().as_default():
     model_deploy.deploy(config, slim_model_fn,
                         optimizer=tf.train.GradientDescentOptimizer(0.1))
     placed = [(op.name, ps_task_of(op.device)) for op in variable_ops()]
-  assert [task for _, task in placed] == [0, 1, 0, 1, 0], placed
+  # Loads: (8, 0) (8, 432) (24, 432) (1176, 432) (1176, 440).
+  assert [task for _, task in placed] == [0, 1, 0, 0, 1], placed
 
 
-def test_ps_round_robin_continues_across_clones():
-  """Variables each clone creates for itself (tf.Variable) still go round-robin."""
+def test_layers_of_large_weights_and_small_biases_split_evenly_by_bytes():
+  """Round robin by variable put every weight of such layers on one task of two (what
+  LeNet, CifarNet and I3D, with 2 or 4 variables per layer, got); balancing by bytes
+  splits them evenly."""
+  config = DeploymentConfig(num_ps_tasks=2)
+
+  def model_fn():
+    net = tf.ones([1, 1000])
+    for i in range(4):
+      net = slim.fully_connected(net, 1000, scope='fc%d' % i)
+    return net
+
+  with tf.Graph().as_default():
+    model_deploy.create_clones(config, model_fn)
+    loads = collections.Counter()
+    for var in tf.global_variables():
+      loads[ps_task_of(var.op.device)] += 4 * var.shape.num_elements()
+  # Weights w0 -> 0, w1 -> 1, w2 -> 0, w3 -> 1 (round robin: all four on task 0).
+  assert loads == {0: 2 * 4 * (1000 * 1000 + 1000), 1: 2 * 4 * (1000 * 1000 + 1000)}
+
+
+def test_ps_balance_continues_across_clones():
+  """Variables each clone creates for itself (tf.Variable) are balanced with the rest."""
   config = DeploymentConfig(num_clones=4, num_ps_tasks=2)
 
   def model_fn():
