@@ -181,8 +181,7 @@ class DeploymentConfig:
       return self._worker_prefix() + '/device:CPU:0'
     graph = tf.get_default_graph()
     if graph not in self._choosers:
-      self._choosers[graph] = _BalancedVariableChooser(self._ps_device,
-                                                         self._num_ps_tasks)
+      self._choosers[graph] = _BalancedVariableChooser(self._ps_device, self._num_ps_tasks)
     return self._choosers[graph]
 
   def summary_device(self):
