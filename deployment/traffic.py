@@ -13,7 +13,10 @@ directions is there:
     traffic.sent        # {'/job:ps/replica:0/task:0': bytes the parameter servers received}
     traffic.tensors     # {('received', 'CifarNet/fc3/weights/read'): bytes, ...}
 
-These are tensor payloads: gRPC and TCP add their framing on the wire
+`received` is read from the worker's own partition and is whole. `sent` is read from
+the parameter servers' partitions, whose records a traced step does not always carry in
+full (seen on loopback: all of them, all but one variable's, none): take it as a lower
+bound. These are tensor payloads: gRPC and TCP add their framing on the wire
 (benchmarks/capacity.py measures both). Control edges (0 bytes) are left out.
 """
 
