@@ -135,10 +135,11 @@ test-fast: setup
 stress: setup
 	$(PY) -m benchmarks.stress
 
-# Every benchmark of docs/benchmarks.md (about 20 minutes; run it on a quiet machine).
+# Every benchmark of docs/benchmarks.md (about 30 minutes; run it on a quiet machine).
 bench: setup
 	$(PY) -m benchmarks.clones
 	$(PY) -m benchmarks.input_pipeline
+	$(PY) -m benchmarks.input_pipeline --long_videos
 	$(PY) -m benchmarks.cluster
 
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).

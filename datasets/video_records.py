@@ -191,7 +191,9 @@ def parse_chunks(serialized, modality):
       context_features={'example/id': tf.io.FixedLenFeature([], tf.string),
                         'chunk/first_frame': tf.io.FixedLenFeature([], tf.int64)},
       sequence_features={key: tf.io.FixedLenSequenceFeature([], tf.string) for key in keys})
-  columns = [tf.RaggedTensor.from_tensor(sequences[key], lengths=lengths[key]).values
+  # Each chunk's frames, padded to the longest chunk, then the padding dropped.
+  columns = [tf.boolean_mask(sequences[key], tf.sequence_mask(lengths[key],
+                                                             tf.shape(sequences[key])[1]))
              for key in keys]
   frames = columns[0] if modality == 'rgb' else tf.stack(columns, axis=1)
   return context, frames, lengths[keys[0]]
