@@ -6,7 +6,9 @@ A TFRecord file is a sequence of records, each framed as
 
 (little-endian). A file cut short (a partial copy) ends inside a record; a flipped byte
 fails a CRC. TensorFlow's reader then raises `DataLossError: truncated record at N` or
-`corrupted record at N`, naming an offset but not the file. Here:
+`corrupted record at N`, naming an offset but not the file (and a file cut inside a
+record's 12-byte header just ends, without an error: only `read_records` and a count of
+the records show that one). Here:
 
   read_records(path)          every record of one file with its offset, or what is wrong
                               at the first record that cannot be read (and, past a bad

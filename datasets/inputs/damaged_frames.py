@@ -19,6 +19,8 @@ frame, in the same map call that still holds the video's id and shard file.
 `SkipCounter` is the Python side of one input pipeline: it logs each damaged video once
 (id, shard, frames), counts skipped clips and distinct damaged videos, and says when the
 damaged videos pass its limit; the trainer reads it at every step (training/progress.py).
+A cut frame also makes libjpeg log its own "Premature end of JPEG data" line (TensorFlow's
+C++ log, not ours), without the video's name.
 """
 
 import threading
@@ -27,7 +29,8 @@ from absl import logging
 
 from tf_compat import tf
 
-__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'damage_reason', 'SkipCounter', 'EXTRA_ITEMS']
+__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'damage_reason', 'SkipCounter',
+           'EXTRA_ITEMS']
 
 # Items a training map function appends to its element for skip_damaged:
 # video id (string), shard file (string), undecoded frame indices (int32 [n]),
