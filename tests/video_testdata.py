@@ -5,6 +5,8 @@ Built once per pytest session (module-level cache), whichever test directory ask
     48x64, UCF101 layout (9 test videos, 3 train).
   * `converted(modality)`: those videos converted by convert_videos as video_folder
     records with short side 32 (frames 32x43), `rgb` or `flow`.
+  * `write_format1_dataset(directory)`: a dataset in the older record layout (one record
+    per whole video), written by hand with that layout's keys.
   * `random_i3d_checkpoint(...)`: an I3D (depth 0.125) checkpoint of random weights and
     random batch-norm moving statistics (so training-mode batch norm would score
     differently), optionally with moving-average shadows that differ from the weights.
@@ -16,6 +18,7 @@ scaled in NumPy, a network loaded by name from checkpoint values in a graph of i
 """
 
 import io
+import json
 import os
 
 import numpy as np
@@ -212,3 +215,76 @@ def reference_logits(values, clips, num_classes=NUM_CLASSES, depth=DEPTH):
       for var in tf.global_variables():
         var.load(values[var.op.name], sess)
       return sess.run(logits, {inputs: clips})
+
+
+# ------------------------------------------------- format 1 (one record per whole video)
+
+# split -> shards -> [(video id, label, number of frames)]
+FORMAT1_SHARDS = {'train': [[('a', 0, 9), ('b', 1, 1)], [('c', 1, 17)]],
+                  'test': [[('d', 0, 4), ('e', 1, 12)]]}
+FORMAT1_CLASSES = ['left', 'right']
+
+
+def _noise_jpeg(seed):
+  """A 16x20 frame of noise as a JPEG."""
+  pixels = np.random.RandomState(seed).randint(0, 256, (16, 20, 3)).astype(np.uint8)
+  buffer = io.BytesIO()
+  Image.fromarray(pixels).save(buffer, format='JPEG', quality=80)
+  return buffer.getvalue()
+
+
+def _format1_frames(video_id, count, modality):
+  """rgb: JPEGs; flow: (u, v) byte strings (never decoded by the tests that use them)."""
+  base = 1000 * ord(video_id)
+  if modality == 'rgb':
+    return [_noise_jpeg(base + i) for i in range(count)]
+  return [(_noise_jpeg(base + i)[:300], _noise_jpeg(base + 500 + i)[:200])
+          for i in range(count)]
+
+
+def format1_record(video_id, label, frames, modality):
+  """A format-1 record: the whole video in one SequenceExample."""
+  example = tf.train.SequenceExample()
+  context = example.context.feature
+  context['clip/label/index'].int64_list.value.append(label)
+  context['clip/label/string'].bytes_list.value.append(FORMAT1_CLASSES[label].encode())
+  context['example/id'].bytes_list.value.append(video_id.encode())
+  context['clip/data_path'].bytes_list.value.append(
+      ('%s/%s.avi' % (FORMAT1_CLASSES[label], video_id)).encode())
+  for key, value in (('image/height', 16), ('image/width', 20), ('clip/num_frames',
+                                                                   len(frames)),
+                     ('image/channels', 3 if modality == 'rgb' else 2)):
+    context[key].int64_list.value.append(value)
+  context['image/frame_rate'].float_list.value.append(25.0)
+  context['image/format'].bytes_list.value.append(b'jpeg')
+  context['clip/modality'].bytes_list.value.append(modality.encode())
+  keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
+  for k, key in enumerate(keys):
+    for frame in frames:
+      jpeg = frame if modality == 'rgb' else frame[k]
+      example.feature_lists.feature_list[key].feature.add().bytes_list.value.append(jpeg)
+  return example.SerializeToString()
+
+
+def write_format1_dataset(directory, modality='rgb'):
+  """A converted video_folder dataset as the converter wrote it before format 2 (no
+  "format_version"); -> {video id: frames as written}."""
+  os.makedirs(directory)
+  frames = {}
+  for split, shards in FORMAT1_SHARDS.items():
+    for index, videos in enumerate(shards):
+      path = os.path.join(directory, '%s-%05d-of-%05d' % (split, index, len(shards)))
+      with tf.io.TFRecordWriter(path) as writer:
+        for video_id, label, count in videos:
+          frames[video_id] = _format1_frames(video_id, count, modality)
+          writer.write(format1_record(video_id, label, frames[video_id], modality))
+  sizes = {split: sum(len(s) for s in shards) for split, shards in FORMAT1_SHARDS.items()}
+  with open(os.path.join(directory, 'dataset_info.json'), 'w') as handle:
+    json.dump({'dataset_name': 'video_folder', 'num_classes': 2,
+               'num_channels': 3 if modality == 'rgb' else 2, 'splits': sizes,
+               'modality': modality}, handle)
+  with open(os.path.join(directory, 'labels.txt'), 'w') as handle:
+    handle.write('0:left\n1:right\n')
+  with open(os.path.join(directory, 'manifest.json'), 'w') as handle:
+    handle.write('{"videos": {"train": 3, "test": 2}}\n')
+  return frames

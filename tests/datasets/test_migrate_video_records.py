@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 from datasets import dataset_factory
-from tests import video_testdata
-from tests.datasets.conversion.test_record_migration import _write_old_dataset
+from tests import video_testdata as vt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,7 +20,7 @@ def _run(args):
 
 def test_eval_names_the_command_that_migrates_old_records_and_it_does(tmp_path):
   old = str(tmp_path / 'ucf_rgb')
-  frames = _write_old_dataset(old)
+  frames = vt.write_format1_dataset(old)
   refused = _run(['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s' % old,
                   '--dataset_split_name=test', '--model_name=i3d',
                   '--checkpoint_path=%s' % tmp_path])
@@ -37,6 +36,6 @@ def test_eval_names_the_command_that_migrates_old_records_and_it_does(tmp_path):
   for split in ('train', 'test'):
     assert dataset_factory.get_dataset('video_folder', split, old + '_v2').num_samples == (
         3 if split == 'train' else 2)
-    for video_id, example in video_testdata.whole_videos(old + '_v2', split).items():
+    for video_id, example in vt.whole_videos(old + '_v2', split).items():
       assert [f.bytes_list.value[0] for f in
               example.feature_lists.feature_list['image/encoded'].feature] == frames[video_id]

@@ -15,7 +15,6 @@ from datasets import damaged_shards
 from datasets.conversion.media_sequence_export import (MediaSequenceExport,
                                                        export_media_sequence)
 from tests import damaged_data, video_testdata as vt
-from tests.datasets.conversion.test_record_migration import _write_old_dataset
 from tf_compat import tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -103,7 +102,7 @@ def test_flow_exported_by_the_command_is_mediasequence_forward_flow(tmp_path,
 
 
 def test_old_records_are_sent_to_the_migration_first(tmp_path):
-  _write_old_dataset(str(tmp_path / 'old'))
+  vt.write_format1_dataset(str(tmp_path / 'old'))
   with pytest.raises(DataError, match='holds records of format 1; export reads format 2; '
                                       'migrate them first with: python -m '
                                       'datasets.migrate_video_records'):

@@ -1,6 +1,7 @@
 """datasets/conversion/record_migration.py: format-1 video records (one SequenceExample per
-whole video, written here by hand with the keys that format used) rewritten as chunked
-records with an index: frames byte for byte, resumable, nothing half-written left behind."""
+whole video, written by hand with the keys that format used: tests/video_testdata.py)
+rewritten as chunked records with an index: frames byte for byte, resumable, nothing
+half-written left behind."""
 
 import filecmp
 import hashlib
@@ -17,75 +18,8 @@ from datasets import dataset_factory
 from datasets.conversion import record_migration
 from datasets.conversion.record_migration import RecordMigration, migrate_video_records
 from datasets.inputs import clip_input
-from tests import video_testdata
+from tests import video_testdata as vt
 from tf_compat import tf
-
-# split -> shards -> [(video id, label, number of frames)]
-OLD_SHARDS = {'train': [[('a', 0, 9), ('b', 1, 1)], [('c', 1, 17)]],
-              'test': [[('d', 0, 4), ('e', 1, 12)]]}
-CLASSES = ['left', 'right']
-
-
-def _jpeg(seed):
-  pixels = np.random.RandomState(seed).randint(0, 256, (16, 20, 3)).astype(np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(pixels).save(buffer, format='JPEG', quality=80)
-  return buffer.getvalue()
-
-
-def _frames(video_id, count, modality):
-  base = 1000 * ord(video_id)
-  if modality == 'rgb':
-    return [_jpeg(base + i) for i in range(count)]
-  return [(_jpeg(base + i)[:300], _jpeg(base + 500 + i)[:200]) for i in range(count)]
-
-
-def _old_record(video_id, label, frames, modality):
-  """A format-1 record: the whole video in one SequenceExample."""
-  example = tf.train.SequenceExample()
-  context = example.context.feature
-  context['clip/label/index'].int64_list.value.append(label)
-  context['clip/label/string'].bytes_list.value.append(CLASSES[label].encode())
-  context['example/id'].bytes_list.value.append(video_id.encode())
-  context['clip/data_path'].bytes_list.value.append(('%s/%s.avi' % (CLASSES[label],
-                                                                    video_id)).encode())
-  for key, value in (('image/height', 16), ('image/width', 20), ('clip/num_frames',
-                                                                   len(frames)),
-                     ('image/channels', 3 if modality == 'rgb' else 2)):
-    context[key].int64_list.value.append(value)
-  context['image/frame_rate'].float_list.value.append(25.0)
-  context['image/format'].bytes_list.value.append(b'jpeg')
-  context['clip/modality'].bytes_list.value.append(modality.encode())
-  keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
-  for k, key in enumerate(keys):
-    for frame in frames:
-      jpeg = frame if modality == 'rgb' else frame[k]
-      example.feature_lists.feature_list[key].feature.add().bytes_list.value.append(jpeg)
-  return example.SerializeToString()
-
-
-def _write_old_dataset(directory, modality='rgb'):
-  """A converted video_folder dataset as the converter wrote it before format 2."""
-  os.makedirs(directory)
-  frames = {}
-  for split, shards in OLD_SHARDS.items():
-    for index, videos in enumerate(shards):
-      path = os.path.join(directory, '%s-%05d-of-%05d' % (split, index, len(shards)))
-      with tf.io.TFRecordWriter(path) as writer:
-        for video_id, label, count in videos:
-          frames[video_id] = _frames(video_id, count, modality)
-          writer.write(_old_record(video_id, label, frames[video_id], modality))
-  sizes = {split: sum(len(s) for s in shards) for split, shards in OLD_SHARDS.items()}
-  with open(os.path.join(directory, 'dataset_info.json'), 'w') as handle:
-    json.dump({'dataset_name': 'video_folder', 'num_classes': 2,
-               'num_channels': 3 if modality == 'rgb' else 2, 'splits': sizes,
-               'modality': modality}, handle)
-  with open(os.path.join(directory, 'labels.txt'), 'w') as handle:
-    handle.write('0:left\n1:right\n')
-  with open(os.path.join(directory, 'manifest.json'), 'w') as handle:
-    handle.write('{"videos": {"train": 3, "test": 2}}\n')
-  return frames
-
 
 def _snapshot(directory):
   return {name: open(os.path.join(directory, name), 'rb').read()
@@ -95,21 +29,21 @@ def _snapshot(directory):
 @pytest.mark.parametrize('modality', ['rgb', 'flow'])
 def test_frames_and_context_are_carried_over_byte_for_byte(tmp_path, modality):
   old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
-  frames = _write_old_dataset(old, modality)
+  frames = vt.write_format1_dataset(old, modality)
   before = _snapshot(old)
   summary = migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new,
                                                   chunk_frames=4))
   assert summary['shards'] == {'written': 3, 'kept': 0}
   assert _snapshot(old) == before   # only read
   keys = ['image/encoded'] if modality == 'rgb' else ['flow/u/encoded', 'flow/v/encoded']
-  for split, shards in OLD_SHARDS.items():
-    videos = video_testdata.whole_videos(new, split)
+  for split, shards in vt.FORMAT1_SHARDS.items():
+    videos = vt.whole_videos(new, split)
     assert sorted(videos) == sorted(v for shard in shards for v, _, _ in shard)
     for video_id, example in videos.items():
       lists = [[f.bytes_list.value[0] for f in example.feature_lists.feature_list[k].feature]
                for k in keys]
       assert (lists[0] if modality == 'rgb' else list(zip(*lists))) == frames[video_id]
-      old_example = tf.train.SequenceExample.FromString(_old_record(
+      old_example = tf.train.SequenceExample.FromString(vt.format1_record(
           video_id, example.context.feature['clip/label/index'].int64_list.value[0],
           frames[video_id], modality))
       for key, value in old_example.context.feature.items():
@@ -126,7 +60,7 @@ def test_frames_and_context_are_carried_over_byte_for_byte(tmp_path, modality):
 
 def test_the_migrated_data_trains_and_evaluates(tmp_path):
   old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
-  frames = _write_old_dataset(old)
+  frames = vt.write_format1_dataset(old)
   migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=4))
   split = dataset_factory.get_dataset('video_folder', 'test', new)
   with tf.Graph().as_default(), tf.Session() as sess:
@@ -143,7 +77,7 @@ def test_a_manifest_that_can_rebuild_shards_describes_the_new_ones(tmp_path):
   """A conversion that recorded its settings and each shard's SHA-256 (for --only_shard):
   after the migration they are the new shard's, index's and chunk size."""
   old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
-  _write_old_dataset(old)
+  vt.write_format1_dataset(old)
   contents = {'train-00000-of-00002': {'split': 'train', 'sha256': 'old', 'videos': []},
               'test-00000-of-00001': {'split': 'test', 'sha256': 'old', 'videos': []}}
   with open(os.path.join(old, 'manifest.json'), 'w') as handle:
@@ -163,7 +97,7 @@ def test_a_manifest_that_can_rebuild_shards_describes_the_new_ones(tmp_path):
 
 def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkeypatch):
   old = str(tmp_path / 'old')
-  _write_old_dataset(old)
+  vt.write_format1_dataset(old)
   clean = str(tmp_path / 'clean')
   migrate_video_records(RecordMigration(dataset_dir=old, output_dir=clean))
   chunked = record_migration._chunked_videos   # pylint: disable=protected-access
@@ -196,7 +130,7 @@ def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkey
 
 def test_what_needs_no_migration_or_cannot_be_read_is_one_line(tmp_path):
   old, new = str(tmp_path / 'old'), str(tmp_path / 'new')
-  _write_old_dataset(old)
+  vt.write_format1_dataset(old)
   with pytest.raises(ConfigError, match='must be a new directory outside'):
     migrate_video_records(RecordMigration(dataset_dir=old, output_dir=old + '/inside'))
   migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))

@@ -150,6 +150,8 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_converted(synthetic, tmp
   assert split.modality == 'rgb' and split.num_channels == 3
   assert split.num_samples == manifest['videos']['train']
   assert not [n for n in os.listdir(tmp_path) if '.tmp' in n]
+  info = json.load(open(os.path.join(tmp_path, 'dataset_info.json')))
+  assert info['format_version'] == 2 and info['chunk_frames'] == 8   # the record layout
 
 
 @pytest.mark.slow
@@ -226,6 +228,8 @@ def test_bad_settings_are_one_line_errors(synthetic, tmp_path):
     convert_videos(dataclasses.replace(_conversion(synthetic, tmp_path), output_dir=None))
   with pytest.raises(DatasetError, match='--num_processes=0 must be >= 1'):
     convert_videos(_conversion(synthetic, tmp_path, num_processes=0))
+  with pytest.raises(DatasetError, match='--chunk_frames=0 must be >= 1'):
+    convert_videos(_conversion(synthetic, tmp_path, chunk_frames=0))
 
 
 @pytest.fixture(scope='module')
