@@ -21,8 +21,12 @@ state; the figure is the median of the per-round ratios. Other work on the machi
 moves these numbers, and hurts 2 workers (which need both cores) more than 1: each run
 records the CPU that processes outside the benchmark used meanwhile (`other_cores`,
 from /proc/stat), and a second summary keeps only the rounds where that stayed under
-`--quiet_cores`. Prints one JSON line per run and the summaries. Run from the repository
-root. Exit status: 0 done, 2 bad flags (one `error:` line).
+`--quiet_cores`. Each run also records the CPU every task spent per global step over the
+measured window (`CpuSampler`: /proc/<pid>/stat every 0.25 s), which other work on the
+machine barely moves, and the summaries give from it the ratio two cores of the job's
+own would allow at best (`cpu_bound_ratio`). Prints one JSON line per run and the
+summaries. Run from the repository root. Exit status: 0 done, 2 bad flags (one `error:`
+line).
 """
 
 import dataclasses
@@ -34,6 +38,7 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from typing import Optional
 
@@ -55,6 +60,9 @@ class ClusterSettings:
   steps_per_worker: int = param(80, 'Training steps each worker runs.')
   warmup_steps: int = param(20, 'Global steps left out of the measurement.')
   sync: bool = param(False, 'Synchronous replicas (all workers per update).')
+  inter_op_threads: int = param(0, 'TF_NUM_INTEROP_THREADS of every task (0: unset, the '
+                                'runtime\'s choice; 1 is what a one-core task had before '
+                                'deployment.cluster.server_inter_op_threads).')
   # Rounds.
   rounds: int = param(5, 'Measured rounds (after one warm-up round).')
   quiet_cores: float = param(0.15, 'Also summarize the rounds in which processes outside '
@@ -80,6 +88,9 @@ def check_settings(settings):
   if settings.isolation not in local_cluster.ISOLATIONS:
     raise errors.ConfigError('--isolation=%s is not accepted: use one of %s'
                              % (settings.isolation, ', '.join(local_cluster.ISOLATIONS)))
+  if settings.inter_op_threads < 0:
+    raise errors.ConfigError('--inter_op_threads=%d is not accepted: use 0 (the runtime\'s '
+                             'choice) or more' % settings.inter_op_threads)
   if settings.rounds < 1:
     raise errors.ConfigError('--rounds=%d is not accepted: use 1 or more (the summary is '
                              'a median over rounds)' % settings.rounds)
@@ -99,13 +110,60 @@ def _chief_timeline(text):
   return timeline
 
 
-def _job_rate(text, examples_per_global_step, warmup_steps):
-  """(examples/sec of the whole job, seconds measured) from the chief's log `text`."""
+def _job_window(text, warmup_steps):
+  """((t0, s0), (t1, s1)): the chief's first progress line after warm-up and its last,
+  in seconds since the local midnight of its first line, and their global steps."""
   points = [(t, s) for t, s in _chief_timeline(text) if s >= warmup_steps]
   if len(points) < 2:
     raise RuntimeError('too few progress lines after warm-up in the chief log')
-  (t0, s0), (t1, s1) = points[0], points[-1]
-  return (s1 - s0) * examples_per_global_step / (t1 - t0), t1 - t0
+  return points[0], points[-1]
+
+
+class CpuSampler:
+  """Samples every task's CPU seconds (utime + stime of /proc/<pid>/stat: all its
+  threads) every `period` seconds in a thread, so the CPU a task spent between two
+  moments of the chief's log is known (`between`). launch_local's namespace wrapper
+  (nsenter) execs the command, so a task's pid is its trainer's."""
+
+  def __init__(self, cluster, period=0.25):
+    self._cluster, self._period = cluster, period
+    self._samples = []  # (seconds since the local midnight of the start, {name: cpu})
+    self._midnight = datetime.datetime.combine(datetime.date.today(),
+                                               datetime.time()).timestamp()
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, daemon=True)
+
+  def __enter__(self):
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc_info):
+    self._stop.set()
+    self._thread.join()
+
+  def _run(self):
+    ticks = os.sysconf('SC_CLK_TCK')
+    while not self._stop.wait(self._period):
+      cpu = {}
+      for task in self._cluster.tasks:
+        try:
+          with open('/proc/%d/stat' % task.process.pid) as stat:
+            fields = stat.read().rsplit(')', 1)[1].split()
+          cpu[task.name] = (int(fields[11]) + int(fields[12])) / ticks
+        except (AttributeError, OSError, IndexError, ValueError):
+          continue
+      self._samples.append((time.time() - self._midnight, cpu))
+
+  def between(self, name, t0, t1):
+    """CPU seconds task `name` spent from t0 to t1 (seconds since that midnight)."""
+    return self._at(name, t1) - self._at(name, t0)
+
+  def _at(self, name, when):
+    points = [(t, cpu[name]) for t, cpu in self._samples if name in cpu]
+    before = [p for p in points if p[0] <= when][-1:] or points[:1]
+    after = [p for p in points if p[0] >= when][:1] or points[-1:]
+    (ta, ca), (tb, cb) = before[0], after[0]
+    return ca if tb <= ta else ca + (cb - ca) * (when - ta) / (tb - ta)
 
 
 def _train_flags(settings, dataset_dir, train_dir, num_workers):
@@ -159,17 +217,22 @@ def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
   affinity = {'worker-%d' % i: [i % cores] for i in range(num_workers)}
   command = [sys.executable, 'train_image_classifier.py'] + _train_flags(
       settings, dataset_dir, train_dir, num_workers)
+  env = ({'TF_NUM_INTEROP_THREADS': str(settings.inter_op_threads)}
+         if settings.inter_op_threads else {})
   cluster = local_cluster.LocalCluster(
       1, num_workers, command, os.path.join(train_dir, 'logs'), isolation=settings.isolation,
-      cpu_affinity=affinity)
-  with cluster:
+      cpu_affinity=affinity, env=env)
+  with cluster, CpuSampler(cluster) as sampler:
     status = cluster.supervise(lambda: False, grace_secs=60)
   with open(cluster.chief.log_path) as log:
     chief = log.read()
   if status != 0:
     raise RuntimeError('%s: exit status %d\n%s' % (name, status, chief[-3000:]))
   per_step = settings.batch_size * (num_workers if settings.sync else 1)
-  rate, window = _job_rate(chief, per_step, settings.warmup_steps)
+  (t0, s0), (t1, s1) = _job_window(chief, settings.warmup_steps)
+  rate, window = (s1 - s0) * per_step / (t1 - t0), t1 - t0
+  cpu = {t.name: round(sampler.between(t.name, t0, t1) / (s1 - s0), 4)
+         for t in cluster.tasks}
   workers = []
   for task in cluster.tasks[1:]:
     with open(task.log_path) as log:
@@ -177,7 +240,9 @@ def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
                if int(s) >= settings.warmup_steps]
     workers.append(round(statistics.median(rates), 1) if rates else None)
   return {'run': name, 'workers': num_workers, 'job_examples_per_sec': round(rate, 1),
-          'window_secs': round(window, 1), 'worker_examples_per_sec': workers}
+          'window_secs': round(window, 1), 'worker_examples_per_sec': workers,
+          'secs_per_global_step': round(window / (s1 - s0), 4),
+          'cpu_secs_per_global_step': cpu}
 
 
 def _dataset_dir(settings, work_dir):
@@ -236,10 +301,34 @@ def _summary(settings, rounds, which):
   return {'which': which, 'rounds': len(rounds), 'model': settings.model_name,
           'batch_per_worker': settings.batch_size,
           'mode': 'sync' if settings.sync else 'async',
+          'inter_op_threads': settings.inter_op_threads or 'runtime',
           'one_worker_examples_per_sec': round(statistics.median(one), 1),
           'two_workers_examples_per_sec': round(statistics.median(two), 1),
           'median_ratio': round(statistics.median(ratios), 3),
-          'ratios': [round(r, 3) for r in ratios]}
+          'ratios': [round(r, 3) for r in ratios],
+          'cpu_secs_per_global_step': {n: _median_cpu(rounds, n) for n in (1, 2)},
+          'two_core_bound_ratio': round(statistics.median(
+              [cpu_bound_ratio(r[1], r[2], settings.sync) for r in rounds]), 3)}
+
+
+def _median_cpu(rounds, workers):
+  names = rounds[0][workers]['cpu_secs_per_global_step']
+  return {name: round(statistics.median(r[workers]['cpu_secs_per_global_step'][name]
+                                        for r in rounds), 4) for name in names}
+
+
+def cpu_bound_ratio(one, two, sync):
+  """The highest 2-worker/1-worker ratio the runtime's CPU costs allow on two cores of
+  the job's own, from the CPU each task spent per global step (load-independent, unlike
+  the wall times): one worker cannot beat its own CPU plus the parameter server's (its
+  step waits for the update); two workers, each with one core, cannot beat their job's
+  CPU / 2 nor either worker's own CPU. A synchronous global step holds two worker
+  batches, an asynchronous one one."""
+  alone = sum(one['cpu_secs_per_global_step'].values())
+  cpu = two['cpu_secs_per_global_step']
+  together = max(sum(cpu.values()) / 2,
+                 max(v for k, v in cpu.items() if k.startswith('worker')))
+  return (2 if sync else 1) * alone / together
 
 
 if __name__ == '__main__':
