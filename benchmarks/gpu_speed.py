@@ -17,7 +17,8 @@ runs every configuration in turn, and each timed round runs `--steps` steps of e
 configuration in turn, so all see the same machine. A figure is the median over the
 rounds. The table gives each configuration against float32 without XLA on the same
 number of GPUs (the speed-up of precision and XLA), and against 1 GPU with the same
-precision and XLA (the scaling). After the rounds each configuration runs one traced
+precision and XLA (the scaling); "first step" is the first step's seconds, XLA's
+compilation included. After the rounds each configuration runs one traced
 step: the "ran" column says what really ran (the executed convolution and matmul
 kernels' dtype, or the XLA clusters), so a configuration that silently fell back to
 float32 shows. A combination TensorFlow cannot run (no kernel for an op in that dtype on
@@ -128,6 +129,7 @@ class Row:
   rates: list = dataclasses.field(default_factory=list)
   error: Optional[str] = None
   ran: str = ''
+  first_step_secs: Optional[float] = None
 
   @property
   def examples_per_sec(self):
@@ -178,6 +180,8 @@ def _build(row):
 
 
 def _run_steps(row, steps):
+  """Seconds for `steps` steps, or None with row.error set: out of memory, or another
+  TensorFlow error (XLA refusing to compile a combination, say), first line kept."""
   try:
     start = time.perf_counter()
     for _ in range(steps):
@@ -185,7 +189,15 @@ def _run_steps(row, steps):
     return time.perf_counter() - start
   except tf.errors.ResourceExhaustedError:
     row.error = 'out of memory (ResourceExhaustedError)'
-    return None
+  except tf.errors.OpError as error:
+    row.error = 'failed: %s: %s' % (type(error).__name__, _first_line(error.message))
+  return None
+
+
+def _first_line(message):
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  useful = [line for line in lines if 'Graph execution error' not in line]
+  return (useful or lines or [''])[0][:300]
 
 
 def _what_ran(row):
@@ -211,7 +223,9 @@ def _time(rows, settings):
       component.session = stack.enter_context(
           tf.Session(graph=component.graph, config=component.session_config))
       component.session.run(component.init)
+      started = time.perf_counter()
       _run_steps(row, 1)  # Compiles (XLA) and places the graph.
+      row.first_step_secs = time.perf_counter() - started
     for round_index in range(settings.rounds + 1):
       for row in live:
         if row.error:
@@ -233,18 +247,25 @@ def _report(rows, on_gpu, model_line):
   """Prints the table, then one JSON line per row."""
   print(model_line)
   print('| %s | variant | precision | XLA | examples/sec | vs float32 without XLA | vs 1 '
-        '%s | ran |' % (('GPUs', 'GPU') if on_gpu else ('clones (CPU)', 'clone')))
-  print('|---|---|---|---|---|---|---|---|')
+        '%s | ran | first step (s) |' % (('GPUs', 'GPU') if on_gpu else ('clones (CPU)',
+                                                                        'clone')))
+  print('|---|---|---|---|---|---|---|---|---|')
   index = {(r.variant, r.gpus, r.mixed_precision, r.xla): r for r in rows}
   lines = []
+  reasons = []
   for row in rows:
     fields = _fields(row, index, rows[0].mixed_precision, on_gpu)
     rate = fields['examples_per_sec']
-    print('| %d | %s | %s | %s | %s | %s | %s | %s |' % (
+    if row.error and row.error not in reasons:
+      reasons.append(row.error)
+    print('| %d | %s | %s | %s | %s | %s | %s | %s | %s |' % (
         row.gpus, row.variant or '-', row.mixed_precision, 'on' if row.xla else 'off',
-        rate if rate else (row.error or '-'), fields['vs_float32_no_xla'] or '-',
-        fields['vs_one'] or '-', row.ran or '-'))
+        rate if rate else '(%d)' % (reasons.index(row.error) + 1),
+        fields['vs_float32_no_xla'] or '-', fields['vs_one'] or '-', row.ran or '-',
+        fields['first_step_secs'] or '-'))
     lines.append(json.dumps(fields))
+  for number, reason in enumerate(reasons, 1):
+    print('(%d) %s' % (number, reason))
   print('\n'.join(lines))
 
 
@@ -259,6 +280,8 @@ def _fields(row, index, baseline_precision, on_gpu):
               rounds=[round(r, 2) for r in row.rates],
               vs_float32_no_xla=_ratio(rate, base and base.examples_per_sec),
               vs_one=_ratio(rate, one and one.examples_per_sec), ran=row.ran,
+              first_step_secs=(round(row.first_step_secs, 1)
+                               if row.first_step_secs and not row.error else None),
               error=row.error)
 
 

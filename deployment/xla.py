@@ -1,18 +1,24 @@
 """XLA for a clone's step: compile its forward and backward pass, and prove it ran.
 
-    with jit_scope(config.xla):
+    with jit_scope(config.xla):                       # in the clone
       logits, end_points = network_fn(inputs)
       tf.losses.softmax_cross_entropy(...)
+    optimizer = CompiledGradients(optimizer)          # what model_deploy.deploy gets
 
-`tf.xla.experimental.jit_scope` marks every op built inside for compilation, and the
-gradients TensorFlow builds for those ops later (in `optimize_clones`) inherit the mark,
-so the clone's forward pass, loss and backward pass are compiled; the input pipeline, the
-gradient sum across clones and the update are not. Sessions that run such a step take
-`session_config(config)`, which keeps Grappler from fusing ops out of the clusters. It works in graph mode on the CPU and
-the GPU of TensorFlow 2.21 without any environment variable. (The other route, the
-session's `global_jit_level`, is ignored on the CPU unless TF_XLA_FLAGS holds
-`--tf_xla_cpu_global_jit`, and clusters whatever it likes, the input included.) Ops XLA
-cannot compile stay outside the clusters, which splits them; the trace says how many.
+Ops built in `jit_scope` carry the attributes of `tf.xla.experimental.jit_scope`
+(`_XlaCompile`, and one `_XlaScope` name, the same for every clone step); the gradients
+TensorFlow builds for them inherit the scope, and `CompiledGradients` builds the rest of
+the gradient computation (the sums where a tensor feeds several ops, the gating ops) in
+the same scope. XLA only clusters ops of one scope together: with a new
+`tf.xla.experimental.jit_scope` around the gradients, or none, every gradient sum of I3D's
+Inception modules cut the backward pass into its own cluster (123 clusters for the
+narrow I3D's step, measured; with one scope name: a few). The input pipeline, the
+gradient sum across clones and the update are not compiled. Sessions that run such a
+step take `session_config(config)`, which keeps Grappler from fusing ops out of the
+clusters. It works in graph mode on the CPU and the GPU of TensorFlow 2.21 without any
+environment variable. (The other route, the session's `global_jit_level`, is ignored on
+the CPU unless TF_XLA_FLAGS holds `--tf_xla_cpu_global_jit`, and clusters whatever it
+likes.) Ops XLA cannot compile (reads of reference variables, random ops) stay outside.
 
 A traced step shows what ran: `xla_clusters(run_metadata)` counts the executed
 `_XlaCompile` (compiles a cluster, or finds it in the cache) and `_XlaRun` (runs the
@@ -23,22 +29,57 @@ import collections
 import contextlib
 import copy
 
+from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from deployment.step_stats import executed_nodes
 from tf_compat import tf
 
-__all__ = ['XLA_KERNELS', 'jit_scope', 'session_config', 'xla_clusters', 'describe_xla']
+__all__ = ['XLA_KERNELS', 'SCOPE_NAME', 'jit_scope', 'CompiledGradients', 'session_config',
+           'xla_clusters', 'describe_xla']
 
 XLA_KERNELS = ('_XlaCompile', '_XlaRun', 'XlaLaunch')
+SCOPE_NAME = b'slimdeploy_clone_step'
+_ATTRIBUTES = {'_XlaCompile': attr_value_pb2.AttrValue(b=True),
+               '_XlaSeparateCompiledGradients': attr_value_pb2.AttrValue(b=False),
+               '_XlaScope': attr_value_pb2.AttrValue(s=SCOPE_NAME)}
 
 
 def jit_scope(enabled):
   """A context compiling the ops built inside with XLA when `enabled`, else nothing.
-  Gradients of those ops are compiled with them (same scope)."""
+
+  `tf.xla.experimental.jit_scope` with a fixed scope name, so that what `CompiledGradients`
+  builds later joins the same clusters; it sets the attributes the same way
+  (the graph's attribute scope).
+  """
   if not enabled:
     return contextlib.nullcontext()
-  return tf.xla.experimental.jit_scope(compile_ops=True, separate_compiled_gradients=False)
+  return tf.get_default_graph()._attr_scope(_ATTRIBUTES)  # pylint: disable=protected-access
+
+
+class CompiledGradients(tf.train.Optimizer):
+  """Wraps an optimizer: its compute_gradients runs in `jit_scope(True)`; everything else
+  is the wrapped optimizer's."""
+
+  def __init__(self, opt, name='CompiledGradients'):
+    super().__init__(use_locking=False, name=name)
+    self._opt = opt
+
+  def compute_gradients(self, *args, **kwargs):
+    with jit_scope(True):
+      return self._opt.compute_gradients(*args, **kwargs)
+
+  def apply_gradients(self, *args, **kwargs):
+    return self._opt.apply_gradients(*args, **kwargs)
+
+  def get_slot(self, *args, **kwargs):
+    return self._opt.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._opt.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._opt.variables()
 
 
 def session_config(config):

@@ -170,6 +170,14 @@ def _optimizer(config, setup, global_step, moving_average, stats):
   return optimizer, learning_rate, loss_scale
 
 
+def _deploy_optimizer(config, optimizer, loss_scale):
+  """What deploy computes gradients with: float16's loss scaling around `optimizer`, and
+  with --xla the gradients built in the clones' XLA scope (deployment.xla)."""
+  if loss_scale is not None:
+    optimizer = LossScaleOptimizer(optimizer, loss_scale)
+  return xla.CompiledGradients(optimizer) if config.xla else optimizer
+
+
 def _progress_scalars(loss_scale):
   """(tag, label, tensor) of the loss scale for the progress lines and TensorBoard."""
   if loss_scale is None:
@@ -200,8 +208,7 @@ def build_training_graph(config, setup):
     variables_to_train = lambda: _variables_to_train(config)
   deployed = accumulation.deploy(
       deploy_config, clone_fn, num_micro_batches=config.num_micro_batches,
-      optimizer=(optimizer if loss_scale is None
-                 else LossScaleOptimizer(optimizer, loss_scale)),
+      optimizer=_deploy_optimizer(config, optimizer, loss_scale),
       summarize_gradients=config.summarize_gradients,
       clip_gradient_norm=config.clip_gradient_norm,
       variables_to_train=variables_to_train,
