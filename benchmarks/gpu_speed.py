@@ -86,8 +86,11 @@ class GpuSpeedSettings:
   cpu_i3d_image_size: int = param(64, 'Without a GPU: I3D crop size.')
   cpu_i3d_batch_size: int = param(2, 'Without a GPU: I3D clips per step.')
   cpu_cifarnet_batch_size: int = param(16, 'Without a GPU: cifarnet images per step.')
+  cpu_steps: int = param(3, 'Without a GPU: timed steps per configuration and round.')
+  cpu_rounds: int = param(2, 'Without a GPU: alternating rounds.')
   # Timing.
-  warmup_steps: int = param(5, 'Untimed steps of each configuration (after compilation).')
+  warmup_steps: int = param(5, 'Untimed steps of each configuration (after compilation; '
+                            'without a GPU: 1).')
   steps: int = param(20, 'Timed steps of each configuration per round.')
   rounds: int = param(3, 'Alternating rounds; medians are reported.')
   work_dir: Optional[str] = param(None, 'Scratch directory for the generated data '
@@ -108,7 +111,7 @@ def check_settings(settings):
                    % (name, ','.join(values), ', '.join(valid)))
   for name in ('i3d_frames', 'i3d_image_size', 'i3d_batch_size', 'cifarnet_batch_size',
                'cpu_i3d_frames', 'cpu_i3d_image_size', 'cpu_i3d_batch_size',
-               'cpu_cifarnet_batch_size', 'steps', 'rounds'):
+               'cpu_cifarnet_batch_size', 'steps', 'rounds', 'cpu_steps', 'cpu_rounds'):
     errors.require(getattr(settings, name) >= 1, '--%s=%d must be >= 1'
                    % (name, getattr(settings, name)))
   errors.require(settings.max_gpus >= 0 and settings.warmup_steps >= 0,
@@ -305,6 +308,9 @@ def run(settings, work_dir):
                                 else gpus) + 1))
   else:
     gpu_counts = [1]
+    settings = dataclasses.replace(settings, steps=settings.cpu_steps,
+                                   rounds=settings.cpu_rounds,
+                                   warmup_steps=min(settings.warmup_steps, 1))
     print('No GPU visible to TensorFlow: this is the CPU smoke check at small sizes. The '
           'GPU figures are NOT measured here, and these CPU ratios are not speed-ups to '
           'expect on a GPU (on a CPU, half precision is usually slower).')
