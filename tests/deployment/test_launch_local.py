@@ -202,10 +202,13 @@ def _check_traffic(train_dir, logs):
   for name, text in logs.items():
     if name.startswith('worker'):
       found = re.findall(r'Traffic: this step received ([\d.]+) MB \(job:ps/task:0 [\d.]+ MB\) '
-                         r'and sent ([\d.]+) MB', text)
+                         r'and sent ([\d.]+) MB \(job:ps/task:0 ([^)]*)\)', text)
       assert len(found) == 1, text[-3000:]
-      for megabytes in found[0]:
-        assert abs(float(megabytes) * 1e6 - model_bytes) <= 0.01e6, (found, model_bytes)
+      received, sent, sent_to_ps = found[0]
+      assert abs(float(received) * 1e6 - model_bytes) <= 0.01e6, (found, model_bytes)
+      # The ps's own records of the step are not always in the trace (deployment.traffic).
+      if sent_to_ps != 'not recorded':
+        assert abs(float(sent) * 1e6 - model_bytes) <= 0.01e6, (found, model_bytes)
 
 
 def _steps_from_rates(events):
