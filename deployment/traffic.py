@@ -13,11 +13,12 @@ directions is there:
     traffic.sent        # {'/job:ps/replica:0/task:0': bytes the parameter servers received}
     traffic.tensors     # {('received', 'CifarNet/fc3/weights/read'): bytes, ...}
 
-`received` is read from the worker's own partition and is whole. `sent` is read from
-the parameter servers' partitions, whose records a traced step does not always carry in
-full (seen on loopback: all of them, all but one variable's, none): take it as a lower
-bound. These are tensor payloads: gRPC and TCP add their framing on the wire
-(benchmarks/capacity.py measures both). Control edges (0 bytes) are left out.
+These are tensor payloads: gRPC and TCP add their framing on the wire
+(benchmarks/capacity.py measures both). Control edges (0 bytes) are left out. What a
+parameter server received comes from that server's own records of the step, which a
+trace does not always hold whole (seen: a first step's trace without one or both ps tasks'
+records); `describe_traffic` says `not recorded` for a ps task the worker received from
+but whose records of what it sent are absent, rather than a wrong 0.
 """
 
 import collections
@@ -75,11 +76,14 @@ def _megabytes(count):
 
 def describe_traffic(traffic):
   """One line: what the step received and sent, in total and per peer task."""
-  def each(by_task):
+  def each(by_task, tasks):
     return ', '.join('%s %s' % (task.replace('/replica:0', '').lstrip('/'),
-                                _megabytes(count))
-                     for task, count in sorted(by_task.items()))
+                                _megabytes(by_task[task]) if task in by_task
+                                else 'not recorded')
+                     for task in sorted(tasks))
+  peers = set(traffic.received) | set(traffic.sent)
   return ('this step received %s (%s) and sent %s (%s); tensor payloads from the step\'s '
           'trace, without gRPC framing' % (
-              _megabytes(traffic.total_received), each(traffic.received) or 'nothing',
-              _megabytes(traffic.total_sent), each(traffic.sent) or 'nothing'))
+              _megabytes(traffic.total_received),
+              each(traffic.received, traffic.received) or 'nothing',
+              _megabytes(traffic.total_sent), each(traffic.sent, peers) or 'nothing'))

@@ -45,6 +45,13 @@ def test_a_step_received_and_sent_by_peer_task():
       'step\'s trace, without gRPC framing')
 
 
+def test_a_parameter_servers_missing_records_are_named_not_counted_as_zero():
+  traffic = step_traffic(_metadata([('w/read', 6000, PS0, W1), ('b/read', 400, PS1, W1),
+                                    ('grad_b', 400, W1, PS1)]), worker_index=1)
+  assert describe_traffic(traffic).split(' and sent ')[1].startswith(
+      '0.00 MB (job:ps/task:0 not recorded, job:ps/task:1 0.00 MB)')
+
+
 def test_a_single_process_step_moves_nothing():
   metadata = tf.RunMetadata()
   metadata.step_stats.dev_stats.add(device='/job:localhost/replica:0/task:0/device:CPU:0')
