@@ -131,8 +131,8 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"
 
 # The full forms of scenarios `make test` runs reduced (pytest marker `heavy`): the whole
-# narrow I3D compiled by XLA through the trainer against the uncompiled run (about 10
-# minutes on 2 cores).
+# narrow I3D compiled by XLA through the trainer against the uncompiled run (about 2
+# minutes on 2 cores, 4 with other work beside it).
 test-heavy: setup
 	$(PY) -m pytest -m heavy
 

@@ -83,18 +83,20 @@ def test_lenet_with_xla_trains_like_without(digits_dir, tmp_path, monkeypatch):
 @pytest.mark.timeout(1800)
 def test_the_whole_narrow_i3d_with_xla_trains_like_without(tmp_path_factory, tmp_path,
                                                           monkeypatch):
-  """Tolerance: 1e-2 relative per step. XLA computes training-mode batch norm in its own
-  way, and the last layers normalize over a batch of 2 clips of 1x1x1 maps: the first
-  loss already differs by about 2e-3 (seen here); a small learning rate keeps the runs
-  from amplifying that."""
+  """Tolerance: the first step's loss within 1e-4 relative, every step within 3e-2. XLA
+  sums in another order, and training-mode batch norm over 4 clips whose last maps are
+  2x1x1 amplifies that as the weights move (seen here: the first three steps within
+  7e-5, the fourth 6e-3 apart; with 2 clips of 4 frames, whose last maps are 1x1x1, the
+  runs parted after one step)."""
   rgb_dir = video_testdata.converted(tmp_path_factory, 'rgb')
   checkpoint, _, _ = video_testdata.shared_checkpoint(tmp_path_factory, 'rgb_ema')
   make_config = lambda xla: _common(
       tmp_path / ('xla' if xla else 'plain'), dataset_name='video_folder',
       dataset_dir=rgb_dir, model_name='i3d', checkpoint_path=checkpoint, num_clones=1,
-      batch_size=2, clip_frames=4, train_image_size=32, learning_rate=1e-4,
+      batch_size=4, clip_frames=16, train_image_size=32, learning_rate=1e-4,
       depth_multiplier=video_testdata.DEPTH, xla=xla)
   plain, compiled, run_metadata = _run_pair(monkeypatch, make_config)
   assert len(plain) == len(compiled) == STEPS
-  np.testing.assert_allclose(compiled, plain, rtol=1e-2)
+  np.testing.assert_allclose(compiled[0], plain[0], rtol=1e-4)
+  np.testing.assert_allclose(compiled, plain, rtol=3e-2)
   _assert_compiled(run_metadata, 'Conv3D')
