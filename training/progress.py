@@ -8,7 +8,8 @@ of `log_every_n_steps` it logs
     step 120 of 1000: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step; lr 0.01;
         input wait 3%; ETA 0:00:23)
 
-(" of N" and the ETA with a step limit; lr and input wait when the graph gives them), and
+(" of N" and the ETA with a step limit; lr and input wait when the graph gives them; with
+float16 the loss scale and the steps skipped for overflow, `scalars`), and
 the chief writes examples_per_sec, sec_per_step and input/wait_share to TensorBoard at the
 same moment with the same values (`training.summaries.write_scalars`). examples/sec counts this worker's examples (per-clone batch x clones) over this
 worker's steps since the previous line, so multi-clone runs are compared in examples, not
