@@ -8,9 +8,11 @@ large an S overflows to inf or nan instead: that step must not touch the weights
 scale follows TensorFlow's dynamic loss scale (tf_cnn_benchmarks' automatic loss scale):
 
   * it starts at --loss_scale (2**15);
-  * a step whose gradients are not all finite is skipped (no weight, slot or moving
-    average of the optimizer changes; the global step still advances, so schedules and
-    --max_number_of_steps count it) and the scale halves (never below 1);
+  * a step whose gradients are not all finite is skipped (no weight or optimizer slot
+    changes; the global step still advances, so schedules and --max_number_of_steps count
+    it; what is not part of the update still runs: batch norm's moving statistics follow
+    the step's forward pass, and --moving_average_decay's averages take their step
+    towards the unchanged weights) and the scale halves (never below 1);
   * after --loss_scale_growth_steps finite steps in a row (2000) the scale doubles.
 
 Two wrappers, so that synchronous replicas stay consistent:

@@ -8,7 +8,8 @@ of `log_every_n_steps` it logs
     step 120 of 1000: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step; lr 0.01;
         input wait 3%; ETA 23s)
 
-(" of N" and the ETA with a step limit; lr and input wait when the graph gives them), and
+(" of N" and the ETA with a step limit; lr and input wait when the graph gives them; with
+float16 the loss scale and the steps skipped for overflow, `scalars`), and
 the chief writes examples_per_sec, sec_per_step, input/wait_share and, for video clips,
 input/skipped_clips and input/damaged_videos (clips skipped because a frame does not
 decode, and the distinct videos they came from) to TensorBoard at the same moment with
