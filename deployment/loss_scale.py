@@ -42,6 +42,7 @@ synchronous job, every skipped update); `overflow_steps` the steps whose gradien
 worker found not finite.
 """
 
+from deployment.wrapped_optimizer import WrappedOptimizer
 from tf_compat import tf
 
 __all__ = ['DynamicLossScale', 'LossScaleOptimizer', 'SkipNonFiniteUpdates', 'all_finite']
@@ -115,30 +116,12 @@ def _unscale(grad, inverse):
   return grad * tf.cast(inverse, grad.dtype)
 
 
-class _Wrapper(tf.train.Optimizer):
-  """Delegates slots and variables to the wrapped optimizer."""
+class _Wrapper(WrappedOptimizer):
+  """A wrapper that also carries the loss scale."""
 
   def __init__(self, opt, loss_scale, name):
-    super().__init__(use_locking=False, name=name)
-    self._opt = opt
+    super().__init__(opt, name)
     self._loss_scale = loss_scale
-
-  def compute_gradients(self, *args, **kwargs):
-    return self._opt.compute_gradients(*args, **kwargs)
-
-  def get_slot(self, *args, **kwargs):
-    return self._opt.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._opt.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._opt.variables()
-
-  @property
-  def wrapped(self):
-    """The optimizer inside."""
-    return self._opt
 
   @property
   def loss_scale(self):

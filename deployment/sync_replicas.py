@@ -46,6 +46,7 @@ step in `worker_stats` (deployment.worker_stats), which the chief shows.
 
 import collections
 
+from deployment.wrapped_optimizer import WrappedOptimizer
 from tf_compat import tf
 
 __all__ = ['SyncReplicasOptimizer', 'TraceLine', 'read_trace', 'STOP_TOKEN']
@@ -56,7 +57,7 @@ _STALE = -1      # A local step below every accumulator's: the gradient is dropp
 TraceLine = collections.namedtuple('TraceLine', ['step', 'counts', 'steps'])
 
 
-class SyncReplicasOptimizer(tf.train.Optimizer):
+class SyncReplicasOptimizer(WrappedOptimizer):
   """Drop-in for `tf.train.SyncReplicasOptimizer` with per-worker tokens (module doc).
 
   Args:
@@ -81,8 +82,7 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     if not 0 <= worker_index < total_num_replicas:
       raise ValueError('worker_index=%d must be in [0, %d)' % (worker_index,
                                                                total_num_replicas))
-    super().__init__(use_locking=False, name=name)
-    self._opt = opt
+    super().__init__(opt, name)
     self._replicas_to_aggregate = replicas_to_aggregate
     self._total = total_num_replicas
     self._worker = worker_index
@@ -99,19 +99,6 @@ class SyncReplicasOptimizer(tf.train.Optimizer):
     self._last_taken = None
     self._chief_queue_runner = None
     self.chief_init_op = self.local_step_init_op = None
-
-  # The wrapped optimizer computes gradients and owns the slots.
-  def compute_gradients(self, *args, **kwargs):
-    return self._opt.compute_gradients(*args, **kwargs)
-
-  def get_slot(self, *args, **kwargs):
-    return self._opt.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._opt.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._opt.variables()
 
   @property
   def replicas_to_aggregate(self):

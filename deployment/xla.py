@@ -33,6 +33,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from deployment.step_stats import executed_nodes
+from deployment.wrapped_optimizer import WrappedOptimizer
 from tf_compat import tf
 
 __all__ = ['XLA_KERNELS', 'SCOPE_NAME', 'jit_scope', 'CompiledGradients', 'session_config',
@@ -57,29 +58,16 @@ def jit_scope(enabled):
   return tf.get_default_graph()._attr_scope(_ATTRIBUTES)  # pylint: disable=protected-access
 
 
-class CompiledGradients(tf.train.Optimizer):
+class CompiledGradients(WrappedOptimizer):
   """Wraps an optimizer: its compute_gradients runs in `jit_scope(True)`; everything else
   is the wrapped optimizer's."""
 
   def __init__(self, opt, name='CompiledGradients'):
-    super().__init__(use_locking=False, name=name)
-    self._opt = opt
+    super().__init__(opt, name)
 
   def compute_gradients(self, *args, **kwargs):
     with jit_scope(True):
       return self._opt.compute_gradients(*args, **kwargs)
-
-  def apply_gradients(self, *args, **kwargs):
-    return self._opt.apply_gradients(*args, **kwargs)
-
-  def get_slot(self, *args, **kwargs):
-    return self._opt.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._opt.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._opt.variables()
 
 
 def session_config(config):
