@@ -13,6 +13,9 @@ with relative paths (`make_state_relative` rewrites an older directory's once, a
 import os
 import re
 
+from google.protobuf import text_format
+from tensorflow.python.training import checkpoint_state_pb2
+
 from core.params import ConfigError
 from tf_compat import tf
 
@@ -47,6 +50,17 @@ def _state(train_dir):
     return None
 
 
+def _written_state(train_dir):
+  """The state file as written (tf.train.get_checkpoint_state joins relative paths with
+  the directory, so every path it returns looks absolute), or None."""
+  path = os.path.join(train_dir, 'checkpoint')
+  try:
+    with tf.io.gfile.GFile(path, 'r') as handle:
+      return text_format.Parse(handle.read(), checkpoint_state_pb2.CheckpointState())
+  except (tf.errors.OpError, text_format.ParseError):  # None yet, being replaced, unparsable.
+    return None
+
+
 def _inside(train_dir, path):
   """A listed path, looked up by its basename inside train_dir."""
   return os.path.join(train_dir, os.path.basename(path.rstrip('/')))
@@ -68,7 +82,7 @@ def make_state_relative(train_dir):
   """Rewrites train_dir's state file with basenames (atomically) when it holds other
   paths: TensorFlow's own readers (a resuming Supervisor) then find this directory's files,
   not those of the place an older run was written in. Returns True if it rewrote it."""
-  state = _state(train_dir)
+  state = _written_state(train_dir)
   if state is None:
     return False
   listed = list(state.all_model_checkpoint_paths)

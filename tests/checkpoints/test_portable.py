@@ -57,3 +57,19 @@ def test_an_old_run_copied_or_moved_resumes_and_evaluates_from_the_copy(
       dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
       checkpoint_path=copy)))
   assert evaluated[0].result.global_step == 6
+
+
+def test_only_a_state_with_other_paths_is_rewritten(tmp_path):
+  train_dir = str(tmp_path)
+  tf.train.update_checkpoint_state(train_dir, 'model.ckpt-2', ['model.ckpt-1', 'model.ckpt-2'])
+  before = os.path.getmtime(os.path.join(train_dir, 'checkpoint'))
+  assert not paths.make_state_relative(train_dir)   # relative already: left as it is
+  assert os.path.getmtime(os.path.join(train_dir, 'checkpoint')) == before
+  tf.train.update_checkpoint_state(train_dir, '/elsewhere/model.ckpt-2',
+                                   ['/elsewhere/model.ckpt-1', '/elsewhere/model.ckpt-2'])
+  assert paths.make_state_relative(train_dir)
+  with open(os.path.join(train_dir, 'checkpoint')) as handle:
+    text = handle.read()
+  assert 'model_checkpoint_path: "model.ckpt-2"' in text and '/elsewhere' not in text
+  assert not paths.make_state_relative(train_dir)
+  assert not paths.make_state_relative(str(tmp_path / 'none'))   # no state file
