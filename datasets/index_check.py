@@ -31,9 +31,10 @@ class Chunk(typing.NamedTuple):
   frames: int
 
 
-def chunk_parser(modality, parsed_record):
-  """-> parse(data) -> parsed_record(name, id, frames, first_frame) of one chunk record,
-  frames numbered in the video; ValueError for a record that is not one."""
+def chunk_parser(modality, parsed_record, chunked=True):
+  """-> parse(data) -> parsed_record(name, id, frames, first_frame) of one chunk record
+  (format 2), frames numbered in the video; with chunked=False of one whole-video record
+  (format 1, from frame 0). ValueError for a record that is not one."""
   keys = video_records.frame_feature_keys(modality)
 
   def parse(data):
@@ -43,7 +44,7 @@ def chunk_parser(modality, parsed_record):
       raise ValueError('not a SequenceExample (%s)' % error) from None
     context = example.context.feature
     ids = context['example/id'].bytes_list.value
-    firsts = context['chunk/first_frame'].int64_list.value
+    firsts = context['chunk/first_frame'].int64_list.value if chunked else [0]
     lists = example.feature_lists.feature_list
     missing = [key for key in keys if key not in lists]
     if not ids or not firsts or missing:

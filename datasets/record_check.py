@@ -56,26 +56,6 @@ class ParsedRecord:
   first_frame: int = 0
 
 
-def _video_parser(modality):
-  keys = video_records.frame_feature_keys(modality)
-
-  def parse(data):
-    try:
-      example = tf.train.SequenceExample.FromString(data)
-    except Exception as error:  # pylint: disable=broad-except  (protobuf's DecodeError)
-      raise ValueError('not a SequenceExample (%s)' % error) from None
-    ids = example.context.feature['example/id'].bytes_list.value
-    lists = example.feature_lists.feature_list
-    missing = [key for key in keys if key not in lists]
-    if not ids or missing:
-      raise ValueError('lacks %s' % ', '.join(missing or ['example/id']))
-    video_id = ids[0].decode('utf-8', 'replace')
-    per_key = [[f.bytes_list.value[0] if f.bytes_list.value else b''
-                for f in lists[key].feature] for key in keys]
-    return ParsedRecord('video %s' % video_id, video_id, list(enumerate(zip(*per_key))))
-  return parse
-
-
 def _parse_image(data):
   try:
     example = tf.train.Example.FromString(data)
@@ -96,7 +76,8 @@ def record_parser(info):
   if info.get('format_version', 1) == video_records.FORMAT_VERSION:
     return (index_check.chunk_parser(info['modality'], ParsedRecord), 'jpeg',
             index_check.check_index)
-  return _video_parser(info['modality']), 'jpeg', None
+  return (index_check.chunk_parser(info['modality'], ParsedRecord, chunked=False), 'jpeg',
+          None)
 
 
 class FrameDecoder:

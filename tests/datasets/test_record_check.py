@@ -8,6 +8,7 @@ import os
 from datasets import record_check
 from datasets.record_check import VerifyConfig
 from tests import damaged_data, video_testdata
+from tf_compat import tf
 
 
 def _manifest(directory):
@@ -77,3 +78,21 @@ def test_damaged_images_get_the_image_conversion_command(digits_dir, tmp_path):
       '  rebuild: %s' % command,
       'checked 4 shards of %s: 359 images, 359 frames; 2 damaged or missing (above)'
       % directory]
+
+
+def test_format_1_records_parse_as_whole_videos(tmp_path):
+  """A dataset from before chunks (no format_version): every record is one whole video,
+  its frames numbered from 0."""
+  directory = str(tmp_path / 'old')
+  frames = video_testdata.write_format1_dataset(directory)
+  with open(os.path.join(directory, 'dataset_info.json')) as handle:
+    parse, _, _ = record_check.record_parser(json.load(handle))
+  seen = {}
+  for name in sorted(os.listdir(directory)):
+    if name.startswith(('train-', 'test-')):
+      for record in tf.compat.v1.io.tf_record_iterator(os.path.join(directory, name)):
+        parsed = parse(record)
+        assert parsed.name == 'video %s' % parsed.id and parsed.first_frame == 0
+        assert [number for number, _ in parsed.frames] == list(range(len(parsed.frames)))
+        seen[parsed.id] = [groups[0] for _, groups in parsed.frames]
+  assert seen == frames
