@@ -11,6 +11,7 @@ import inspect
 from checkpoints import paths, restore
 from core.errors import require
 from core.params import ConfigError
+from datasets.inputs import record_files
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy, precision
 from deployment.gpu_options import check_gpu_options
@@ -226,6 +227,15 @@ def _checkpoint_name_map(spec, dataset, checkpoint_file):
     raise ConfigError('--checkpoint_path=%s: %s' % (checkpoint_file, error)) from None
 
 
+def _check_input_files(config, dataset):
+  """Every worker reads its own shard files (record_files.input_files): a split with
+  fewer files than workers is refused here, in one line, not inside graph building."""
+  try:
+    record_files.input_files(dataset, config.worker_replicas, config.task)
+  except ValueError as error:
+    raise ConfigError('--worker_replicas=%d: %s' % (config.worker_replicas, error)) from None
+
+
 def _check_gpus_for_clones(config, visible_gpus):
   """Several clones without --clone_on_cpu need that many GPUs: soft placement would
   otherwise run them all on the CPU while the run claims GPUs."""
@@ -283,6 +293,7 @@ def check_train_config(config):
   kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
   _check_freeze_batch_norm(config, spec)
   _check_input_flags(config, kind)
+  _check_input_files(config, dataset)
   require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None

@@ -340,3 +340,14 @@ def test_as_many_clones_as_gpus_are_accepted(valid):
   setup_module._check_gpus_for_clones(dataclasses.replace(valid, num_clones=4), 4)  # pylint: disable=protected-access
   with pytest.raises(ConfigError, match='needs 4 GPUs, but TensorFlow sees 2'):
     setup_module._check_gpus_for_clones(dataclasses.replace(valid, num_clones=4), 2)  # pylint: disable=protected-access
+
+
+def test_more_workers_than_shard_files_is_refused_before_any_graph(valid, digits_dir):
+  files = len(tf.io.gfile.glob(os.path.join(digits_dir, 'train-*')))
+  assert files >= 1
+  with pytest.raises(ConfigError, match=r'^--worker_replicas=%d: num_shards=%d input shards '
+                                        r'\(one per worker\) need at least as many files.*'
+                                        r'--num_shards>=%d or use fewer workers$'
+                                        % (files + 1, files + 1, files + 1)):
+    check_train_config(dataclasses.replace(valid, worker_replicas=files + 1, num_ps_tasks=1,
+                                           replicas_to_aggregate=1))
