@@ -7,9 +7,13 @@ test below, run by `make test-heavy` (XLA compiles its training step for minutes
 cores).
 
 Both runs of a pair start from one checkpoint, read the same seeded batches and have no
-dropout, so they differ only in compilation. Tolerance: each step's total loss within
-1e-4 relative of the uncompiled run's (XLA fuses and reorders float32 arithmetic; the
-differences seen here are about 1e-6). The trace is read raw (tests/training/run_spy.py),
+dropout, so they differ only in compilation. LeNet's tolerance: each step's total loss
+within 1e-4 relative of the uncompiled run's (XLA fuses and reorders float32 arithmetic;
+the differences seen here are about 2e-7). Its checkpoint is seeded and its learning rate
+small enough that the loss falls step by step: from an unseeded initialization at a
+learning rate of 0.01 the loss doubled on the second step in some runs, and that jump
+amplified the 1e-7 differences to 4e-4 by the fourth step, failing about one run in
+three. The trace is read raw (tests/training/run_spy.py),
 not through deployment.xla.
 """
 
@@ -33,6 +37,7 @@ LOSS_RTOL = 1e-4
 
 def _lenet_checkpoint(directory):
   with tf.Graph().as_default():
+    tf.set_random_seed(1)
     nets_factory.get_network_fn('lenet', num_classes=10)(tf.zeros([1, 28, 28, 1]))
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
@@ -71,7 +76,7 @@ def test_lenet_with_xla_trains_like_without(digits_dir, tmp_path, monkeypatch):
   make_config = lambda xla: _common(
       tmp_path / ('xla' if xla else 'plain'), dataset_name='digits', dataset_dir=digits_dir,
       model_name='lenet', checkpoint_path=checkpoint, num_clones=1, clone_on_cpu=True,
-      batch_size=32, learning_rate=0.01, xla=xla)
+      batch_size=32, learning_rate=0.003, xla=xla)
   plain, compiled, run_metadata = _run_pair(monkeypatch, make_config)
   assert len(plain) == len(compiled) == STEPS
   np.testing.assert_allclose(compiled, plain, rtol=LOSS_RTOL)
