@@ -67,7 +67,9 @@ def write_labels_file(labels_to_names, dataset_dir):
 
 def read_labels_file(dataset_dir, remedy='re-run the conversion'):
   """Reads labels.txt into {int label: name}; a name may itself contain ':'. remedy ends
-  the error's line: what rewrites the file where it was found."""
+  the error's line: what rewrites the file where it was found. DatasetError (a user
+  mistake, status 2) when the file is missing: not a converted dataset directory;
+  DataError (damaged data, status 3) when a line is not `index:name`."""
   path = os.path.join(dataset_dir, LABELS_FILENAME)
   if not tf.io.gfile.exists(path):
     raise DatasetError('%s is missing; %s' % (path, remedy))
@@ -76,14 +78,15 @@ def read_labels_file(dataset_dir, remedy='re-run the conversion'):
     for line_number, line in enumerate(handle.read().splitlines(), start=1):
       index, colon, name = line.partition(':')
       if not colon or not index.strip().isdigit():
-        raise DatasetError('%s line %d is %r, expected "index:name"; %s'
+        raise DataError('%s line %d is %r, expected "index:name"; %s'
                            % (path, line_number, line, remedy))
       labels_to_names[int(index)] = name
   return labels_to_names
 
 
 def read_dataset_info(dataset_dir):
-  """Returns the parsed dataset_info.json, or None if there is none."""
+  """Returns the parsed dataset_info.json, or None if there is none; DataError (damaged
+  data, status 3) when it is not valid JSON or lacks a standard key."""
   path = os.path.join(dataset_dir, INFO_FILENAME)
   if not tf.io.gfile.exists(path):
     return None
@@ -91,11 +94,11 @@ def read_dataset_info(dataset_dir):
     try:
       info = json.loads(handle.read())
     except ValueError as error:
-      raise DatasetError('%s is not valid JSON (%s); re-run the conversion'
+      raise DataError('%s is not valid JSON (%s); re-run the conversion'
                          % (path, error)) from None
   missing = [key for key in _INFO_KEYS if not isinstance(info, dict) or key not in info]
   if missing or not isinstance(info['splits'], dict):
-    raise DatasetError('%s lacks %s; re-run the conversion'
+    raise DataError('%s lacks %s; re-run the conversion'
                        % (path, ', '.join(missing) or 'a "splits" object'))
   return info
 

@@ -1,7 +1,10 @@
 """The dataset registry: names, splits, and the errors users see."""
 
+import shutil
+
 import pytest
 
+from core.errors import ConfigError, DataError
 from datasets import dataset_factory
 
 
@@ -54,3 +57,20 @@ def test_duplicate_registration_is_refused():
   from datasets import digits  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match='already registered'):
     dataset_factory.register_dataset(digits, convert=dataset_factory.get_entry('digits').convert)
+
+
+@pytest.mark.parametrize('name, text, expected', [
+    ('dataset_info.json', '{"dataset_name": "digits", "num_cl', 'is not valid JSON'),
+    ('dataset_info.json', '{"dataset_name": "digits"}', 'lacks num_classes, num_channels'),
+    ('labels.txt', '0:zero\nthree\n', 'line 2 is \'three\', expected "index:name"')])
+def test_a_damaged_info_or_labels_file_is_damaged_data_not_a_user_mistake(
+    digits_dir, tmp_path, name, text, expected):
+  """Status 3 (DataError), naming the file, not 2: the flags were right."""
+  copy = tmp_path / 'digits'
+  shutil.copytree(digits_dir, str(copy))
+  (copy / name).write_text(text)
+  with pytest.raises(DataError) as info:
+    dataset_factory.get_dataset('digits', 'train', str(copy))
+  assert not isinstance(info.value, ConfigError)
+  assert str(copy / name) in str(info.value) and expected in str(info.value)
+  assert str(info.value).endswith('re-run the conversion')
