@@ -3,6 +3,7 @@
     python -m benchmarks.cluster                  # cifarnet on digits, batch 128, async
     python -m benchmarks.cluster --batch_size=64 --steps_per_worker=120 --warmup_steps=30
     python -m benchmarks.cluster --sync           # synchronous, replicas_to_aggregate = 2
+    python -m benchmarks.cluster --sync --two_jobs  # and the machine's own ceiling
 
 The batch matters: every step moves all variables (cifarnet: 1.7 M, 7 MB) to and from
 the parameter server, whose CPU time (top: about 0.4 core while it serves one worker at
@@ -24,11 +25,16 @@ from /proc/stat), and a second summary keeps only the rounds where that stayed u
 `--quiet_cores`. Each run also records the CPU every task spent per global step over the
 measured window (`CpuSampler`: /proc/<pid>/stat every 0.25 s), which other work on the
 machine barely moves, and the summaries give from it the ratio two cores of the job's
-own would allow at best (`cpu_bound_ratio`). Prints one JSON line per run and the
+own would allow at best (`cpu_bound_ratio`). `--two_jobs` adds a third configuration to
+every round: two independent 1-ps 1-worker jobs at once, worker j on core j, sharing only
+the machine (its cores' caches, memory bandwidth and clock): their summed examples/sec is
+what two workers could reach here with no runtime between them, so
+`two_workers_of_two_jobs` is the share of that ceiling the 2-worker job reaches. Prints one JSON line per run and the
 summaries. Run from the repository root. Exit status: 0 done, 2 bad flags (one `error:`
 line).
 """
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -64,6 +70,9 @@ class ClusterSettings:
                                 'runtime\'s choice; 1 is what a one-core task had before '
                                 'deployment.cluster.server_inter_op_threads).')
   # Rounds.
+  two_jobs: bool = param(False, 'Also run, in each round, two independent 1-worker jobs '
+                         'at once (each with its own ps, worker j on core j): what two '
+                         'workers could reach on this machine with nothing shared.')
   rounds: int = param(5, 'Measured rounds (after one warm-up round).')
   quiet_cores: float = param(0.15, 'Also summarize the rounds in which processes outside '
                              'the benchmark used at most this many cores.')
@@ -212,18 +221,42 @@ def run(settings, num_workers, dataset_dir, work_dir, name):
 
 def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
   """Starts the cluster, waits for it; its JSON record without `other_cores`."""
-  train_dir = os.path.join(work_dir, name)
   cores = os.cpu_count() or 1
-  affinity = {'worker-%d' % i: [i % cores] for i in range(num_workers)}
-  command = [sys.executable, 'train_image_classifier.py'] + _train_flags(
-      settings, dataset_dir, train_dir, num_workers)
-  env = ({'TF_NUM_INTEROP_THREADS': str(settings.inter_op_threads)}
-         if settings.inter_op_threads else {})
-  cluster = local_cluster.LocalCluster(
-      1, num_workers, command, os.path.join(train_dir, 'logs'), isolation=settings.isolation,
-      cpu_affinity=affinity, env=env)
-  with cluster, CpuSampler(cluster) as sampler:
-    status = cluster.supervise(lambda: False, grace_secs=60)
+  return _run_clusters(settings, dataset_dir, work_dir, [name],
+                       [[i % cores for i in range(num_workers)]])[0]
+
+
+def _run_clusters(settings, dataset_dir, work_dir, names_, worker_cores):
+  """Runs independent clusters at once, cluster j named names_[j], with one ps and a
+  worker pinned to each core of worker_cores[j]; waits for all; [JSON record of each]."""
+  with contextlib.ExitStack() as stack:
+    clusters = []
+    for name, cores in zip(names_, worker_cores):
+      train_dir = os.path.join(work_dir, name)
+      command = [sys.executable, 'train_image_classifier.py'] + _train_flags(
+          settings, dataset_dir, train_dir, len(cores))
+      env = ({'TF_NUM_INTEROP_THREADS': str(settings.inter_op_threads)}
+             if settings.inter_op_threads else {})
+      cluster = stack.enter_context(local_cluster.LocalCluster(
+          1, len(cores), command, os.path.join(train_dir, 'logs'),
+          isolation=settings.isolation, env=env,
+          cpu_affinity={'worker-%d' % i: [core] for i, core in enumerate(cores)}))
+      clusters.append((cluster, stack.enter_context(CpuSampler(cluster))))
+    statuses = [None] * len(clusters)
+    def supervise(j):
+      statuses[j] = clusters[j][0].supervise(lambda: False, grace_secs=60)
+    threads = [threading.Thread(target=supervise, args=(j,)) for j in range(len(clusters))]
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+  return [_record(settings, name, cluster, sampler, status)
+          for name, (cluster, sampler), status in zip(names_, clusters, statuses)]
+
+
+def _record(settings, name, cluster, sampler, status):
+  """The JSON record of one finished cluster (RuntimeError if it failed)."""
+  num_workers = len(cluster.tasks) - 1
   with open(cluster.chief.log_path) as log:
     chief = log.read()
   if status != 0:
@@ -243,6 +276,22 @@ def _run_cluster(settings, num_workers, dataset_dir, work_dir, name):
           'window_secs': round(window, 1), 'worker_examples_per_sec': workers,
           'secs_per_global_step': round(window / (s1 - s0), 4),
           'cpu_secs_per_global_step': cpu}
+
+
+def run_two_jobs(settings, dataset_dir, work_dir, name):
+  """The ceiling two workers can reach on this machine: two independent 1-ps 1-worker
+  jobs at once, worker j pinned to core j (as the 2-worker run's workers are), sharing
+  nothing but the machine. Returns one record: their summed examples/sec, each job's
+  record under 'jobs', and `other_cores` as `run` measures it."""
+  start, busy, own = time.time(), _busy_cpu_secs(), _own_cpu_secs()
+  cores = os.cpu_count() or 1
+  jobs = _run_clusters(settings, dataset_dir, work_dir,
+                       ['%s_job%d' % (name, j) for j in range(2)], [[0], [1 % cores]])
+  elapsed = time.time() - start
+  other = (_busy_cpu_secs() - busy) - (_own_cpu_secs() - own)
+  return {'run': name, 'workers': 'two jobs of 1',
+          'job_examples_per_sec': round(sum(j['job_examples_per_sec'] for j in jobs), 1),
+          'jobs': jobs, 'other_cores': round(max(0.0, other) / elapsed, 2)}
 
 
 def _dataset_dir(settings, work_dir):
@@ -275,14 +324,18 @@ def compare(settings):
   rounds = []
   for index in range(settings.rounds + 1):
     order = (1, 2) if index % 2 == 0 else (2, 1)
-    results = {n: run(settings, n, dataset_dir, work_dir, 'round%d_%dw' % (index, n))
+    if settings.two_jobs:
+      order = order + ('jobs',) if index % 2 == 0 else ('jobs',) + order
+    results = {n: run_two_jobs(settings, dataset_dir, work_dir, 'round%d_jobs' % index)
+                  if n == 'jobs' else
+                  run(settings, n, dataset_dir, work_dir, 'round%d_%dw' % (index, n))
                for n in order}
     for n in order:
       print(json.dumps(dict(results[n], warmup=index == 0)), flush=True)
     if index:
       rounds.append(results)
   print(json.dumps(_summary(settings, rounds, 'all rounds')))
-  quiet = [r for r in rounds if max(r[1]['other_cores'], r[2]['other_cores']) <= (
+  quiet = [r for r in rounds if max(v['other_cores'] for v in r.values()) <= (
       settings.quiet_cores)]
   if quiet:
     print(json.dumps(_summary(settings, quiet, 'rounds with other processes <= %g cores'
@@ -298,7 +351,7 @@ def _summary(settings, rounds, which):
   one = [r[1]['job_examples_per_sec'] for r in rounds]
   two = [r[2]['job_examples_per_sec'] for r in rounds]
   ratios = [b / a for a, b in zip(one, two)]
-  return {'which': which, 'rounds': len(rounds), 'model': settings.model_name,
+  summary = {'which': which, 'rounds': len(rounds), 'model': settings.model_name,
           'batch_per_worker': settings.batch_size,
           'mode': 'sync' if settings.sync else 'async',
           'inter_op_threads': settings.inter_op_threads or 'runtime',
@@ -309,6 +362,18 @@ def _summary(settings, rounds, which):
           'cpu_secs_per_global_step': {n: _median_cpu(rounds, n) for n in (1, 2)},
           'two_core_bound_ratio': round(statistics.median(
               [cpu_bound_ratio(r[1], r[2], settings.sync) for r in rounds]), 3)}
+  if settings.two_jobs:
+    jobs = [r['jobs']['job_examples_per_sec'] for r in rounds]
+    summary.update({
+        'two_jobs_examples_per_sec': round(statistics.median(jobs), 1),
+        'two_jobs_ratio': round(statistics.median(b / a for a, b in zip(one, jobs)), 3),
+        'two_workers_of_two_jobs': round(statistics.median(
+            b / c for b, c in zip(two, jobs)), 3),
+        'two_jobs_cpu_secs_per_step': {
+            name: round(statistics.median(j['cpu_secs_per_global_step'][name]
+                                          for r in rounds for j in r['jobs']['jobs']), 4)
+            for name in ('ps-0', 'worker-0')}})
+  return summary
 
 
 def _median_cpu(rounds, workers):
