@@ -221,12 +221,32 @@ def _counted(result, config):
       result.local_steps, result.worker_steps, stale)
 
 
+def _permanent(error, config):
+  """Whether a worker's error ends it for good (status 2, 3 or 6: a configuration
+  mistake, damaged data, a train_dir that cannot be written), so it tells the parameter
+  servers it leaves, as a finished worker does: otherwise they would wait for it until
+  killed. A cluster failure (138) is retried, and a restarted worker rejoins: it does
+  not leave."""
+  if isinstance(error, errors.EXPECTED):
+    return True
+  return (isinstance(error, write_failures.WRITE_ERRORS) and
+          write_failures.describe_write_failure(error, config.train_dir) is not None)
+
+
 def _train_in_cluster(job, server, stop_event):
   task = job.task
   config = dataclasses.replace(job.config, master=server.target)
   start = time.time()
   with cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
-    result = train(config, stop_event)
+    try:
+      result = train(config, stop_event)
+    except BaseException as error:
+      if _permanent(error, config):
+        logging.info('Worker %d leaves: failed (%s), for good: a restart would fail alike',
+                     task.task_index, type(error).__name__)
+        cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
+            10.0, job.config.stop_grace_secs)))
+      raise
   logging.info('Worker %d leaves: %s at global step %s (%.1f examples/sec on this worker%s)',
                task.task_index, 'stopped' if stop_event.is_set() else 'finished',
                result.global_step, result.examples_per_sec or 0.0, _counted(result, config))

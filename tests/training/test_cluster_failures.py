@@ -5,6 +5,7 @@ and kills them all on the way out. A kill is SIGKILL: the task gets no chance to
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -247,3 +248,25 @@ def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert ready_steps(resumed.stderr) == [saved]
   assert checkpoint_steps(train_dir)[-1] == saved + 5
+
+
+def test_a_worker_ended_by_damaged_data_leaves_so_the_ps_exits(digits_dir, tmp_path):
+  """Asynchronous. Worker 1's shard (train-00001-of-00004, which only it reads) is cut in
+  half: it exits 3 with the line naming the shard, telling the parameter server it
+  leaves; the chief finishes and the ps exits 0 instead of waiting for worker 1 forever."""
+  data = tmp_path / 'digits'
+  shutil.copytree(digits_dir, str(data))
+  shard = data / 'train-00001-of-00004'
+  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+  flags = train_flags(str(data), tmp_path / 'train', max_number_of_steps=80)
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
+    assert cluster.wait('worker-1', WAIT_SECS) == 3
+    failed = log_text(cluster.task('worker-1'))
+    lines = error_lines(failed)
+    assert len(lines) == 1 and str(shard) in lines[0] and 'rebuild' in lines[0], lines
+    assert 'Worker 1 leaves: failed (DamagedShards)' in failed
+    for name in ('worker-0', 'ps-0'):
+      status = cluster.wait(name, WAIT_SECS)
+      assert status == 0, '%s exited %s\n%s' % (name, status, log_text(cluster.task(name))[-3000:])
+    assert 'Worker 0 leaves: finished' in log_text(cluster.task('worker-0'))
+  assert checkpoint_steps(tmp_path / 'train')[-1] == 80
