@@ -2,6 +2,7 @@
 
 import collections
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -11,18 +12,27 @@ from datasets.conversion import video_splits
 from datasets.dataset_split import DatasetError
 from datasets.conversion.video_splits import VideoEntry
 
-# tests/datasets/<this file> -> the repository -> its parent holds shared/ (as on CI).
-UCF101_LISTS = Path(__file__).resolve().parents[4] / 'shared' / 'data' / 'ucf101'
+# The real UCF101 lists (classInd.txt, trainlist0N.txt, testlist0N.txt, CRLF line ends as
+# published), byte for byte, shipped beside this file so a clone anywhere has them.
+UCF101_ARCHIVE = Path(__file__).with_name('ucf101_split_lists.tar.gz')
 _GROUP_RE = re.compile(r'_g(\d\d)_c\d\d\.avi$')
+
+
+@pytest.fixture(scope='module')
+def ucf101_lists(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('ucf101_lists')
+  with tarfile.open(UCF101_ARCHIVE) as archive:
+    archive.extractall(directory, filter='data')
+  return directory
 
 
 def _groups(entries):
   return {int(_GROUP_RE.search(entry.relative_path).group(1)) for entry in entries}
 
 
-def _plain_trainlist(split):
+def _plain_trainlist(lists_dir, split):
   """The trainlist read independently: [(path, 0-based label)]."""
-  text = (UCF101_LISTS / ('trainlist%02d.txt' % split)).read_bytes().decode('ascii')
+  text = (lists_dir / ('trainlist%02d.txt' % split)).read_bytes().decode('ascii')
   pairs = [line.split(' ') for line in text.split('\r\n') if line]
   return [(path, int(label) - 1) for path, label in pairs]
 
@@ -35,22 +45,23 @@ def _message(error_info):
 
 @pytest.mark.parametrize('split, num_train, num_test', [
     (1, 9537, 3783), (2, 9586, 3734), (3, 9624, 3696)])
-def test_real_ucf101_lists(split, num_train, num_test):
-  lists = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split)
+def test_real_ucf101_lists(ucf101_lists, split, num_train, num_test):
+  lists = dataset_factory.read_split_lists('ucf101', str(ucf101_lists), split)
   train, test = lists.splits['train'], lists.splits['test']
   assert (len(train), len(test), lists.problems) == (num_train, num_test, ())
   assert len(lists.class_names) == 101
   assert (lists.class_names[0], lists.class_names[100]) == ('ApplyEyeMakeup', 'YoYo')
   assert {entry.label for entry in train} == {entry.label for entry in test} == set(range(101))
   assert not {entry.relative_path for entry in train} & {entry.relative_path for entry in test}
-  assert [(entry.relative_path, entry.label) for entry in train] == _plain_trainlist(split)
+  assert ([(entry.relative_path, entry.label) for entry in train] ==
+          _plain_trainlist(ucf101_lists, split))
   for entry in train + test:
     assert entry.class_name == entry.relative_path.split('/')[0]
     assert lists.class_names[entry.label] == entry.class_name
 
 
-def test_real_ucf101_split1_holds_out_groups_1_to_7():
-  lists = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), 1)
+def test_real_ucf101_split1_holds_out_groups_1_to_7(ucf101_lists):
+  lists = dataset_factory.read_split_lists('ucf101', str(ucf101_lists), 1)
   assert _groups(lists.splits['test']) == set(range(1, 8))
   assert _groups(lists.splits['train']) == set(range(8, 26))
   assert lists.splits['train'][0] == VideoEntry(
@@ -59,19 +70,19 @@ def test_real_ucf101_split1_holds_out_groups_1_to_7():
   assert lists.splits['test'][-1].label == 100
 
 
-def test_real_ucf101_test_sets_are_disjoint_across_splits():
+def test_real_ucf101_test_sets_are_disjoint_across_splits(ucf101_lists):
   tests = [{entry.relative_path for entry in
-            dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split).splits['test']}
+            dataset_factory.read_split_lists('ucf101', str(ucf101_lists), split).splits['test']}
            for split in (1, 2, 3)]
   assert not (tests[0] & tests[1] or tests[0] & tests[2] or tests[1] & tests[2])
 
 
-def test_lf_blank_lines_and_crlf_read_the_same(tmp_path):
+def test_lf_blank_lines_and_crlf_read_the_same(ucf101_lists, tmp_path):
   for name in ('classInd.txt', 'trainlist02.txt', 'testlist02.txt'):
-    text = (UCF101_LISTS / name).read_bytes().decode('ascii')
+    text = (ucf101_lists / name).read_bytes().decode('ascii')
     assert '\r\n' in text
     (tmp_path / name).write_bytes(('\n\n' + text.replace('\r\n', '\n\n')).encode('ascii'))
-  crlf = dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), 2)
+  crlf = dataset_factory.read_split_lists('ucf101', str(ucf101_lists), 2)
   assert dataset_factory.read_split_lists('ucf101', str(tmp_path), 2) == crlf
 
 
@@ -122,9 +133,9 @@ def test_unusable_list_lines_become_problems(tmp_path):
 
 
 @pytest.mark.parametrize('split', [0, 4, '1', True, 1.0])
-def test_bad_ucf101_split_number(split):
+def test_bad_ucf101_split_number(ucf101_lists, split):
   with pytest.raises(DatasetError) as info:
-    dataset_factory.read_split_lists('ucf101', str(UCF101_LISTS), split)
+    dataset_factory.read_split_lists('ucf101', str(ucf101_lists), split)
   assert _message(info) == ('--split=%r is not accepted for ucf101; valid splits: 1, 2, 3'
                             % (split,))
 
@@ -154,9 +165,9 @@ def test_bad_class_index_is_an_error(tmp_path):
                             '2, ... in order)' % (tmp_path / 'classInd.txt'))
 
 
-def test_unknown_dataset_name_lists_the_valid_ones():
+def test_unknown_dataset_name_lists_the_valid_ones(ucf101_lists):
   with pytest.raises(DatasetError) as info:
-    dataset_factory.read_split_lists('kinetics400', str(UCF101_LISTS))
+    dataset_factory.read_split_lists('kinetics400', str(ucf101_lists))
   assert _message(info) == ("dataset_name 'kinetics400' has no video split lists; valid "
                             'names: hmdb51, ucf101, video_folder')
 
