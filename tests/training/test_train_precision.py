@@ -5,7 +5,11 @@ first traced step that the compute ran in half precision.
 Every run of the comparison starts from one float32 checkpoint (60 float32 steps from a
 seeded initialization: test accuracy about 0.93), reads the same seeded batches (2 clones
 of 16) and has no dropout, so the runs differ only in precision; each trains 40 steps
-(momentum, cosine from 0.01). Tolerance for "tracks the float32 loss curve": every step's
+(momentum, cosine from 0.01). They write no periodic summaries: the summary thread
+runs once at the start and draws a training batch at a time of its own, so which
+batches the first step got differed between runs (CI-like suite on a fresh clone: the
+float16 and bfloat16 runs agreed with each other and both missed float32's curve from
+step 1). Tolerance for "tracks the float32 loss curve": every step's
 total loss within 0.05 + 15% of float32's for float16 (10-bit mantissa) and within 0.1 +
 25% for bfloat16 (7-bit), and the mean loss of the 40 steps within 10%. (Seen on this
 CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test accuracy: >= 0.95 for all
@@ -62,6 +66,12 @@ def _accuracy(digits_dir, checkpoint, mixed_precision='float32'):
                              mixed_precision=mixed_precision)).accuracy
 
 
+def _digits_apart(accuracy, other):
+  """How many of the 360 test digits two accuracies differ by. Counted, not compared as
+  ratios: float32 ratios 2 digits apart differ by 2.000005 / 360."""
+  return abs(round((accuracy - other) * 360))
+
+
 @pytest.fixture(scope='module')
 def runs(digits_dir, tmp_path_factory):
   """{'warm': (checkpoint, accuracy), precision: Record with .checkpoint, .accuracy}."""
@@ -78,7 +88,8 @@ def runs(digits_dir, tmp_path_factory):
       result = train_module.train(_config(
           digits_dir, root / mixed_precision, max_number_of_steps=STEPS,
           learning_rate=0.01, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
-          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision))
+          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision,
+          save_summaries_secs=0))  # No summary thread: it draws training batches.
       record.checkpoint = result.checkpoint
       record.accuracy = _accuracy(digits_dir, result.checkpoint)
       results[mixed_precision] = record
@@ -100,7 +111,7 @@ def test_every_precision_reaches_the_same_test_accuracy(runs):
   assert runs['warm'][1] < 0.95  # The 40 steps did the rest.
   for mixed_precision in PRECISIONS:
     assert runs[mixed_precision].accuracy >= 0.95, mixed_precision
-    assert abs(runs[mixed_precision].accuracy - runs['float32'].accuracy) <= 2 / 360
+    assert _digits_apart(runs[mixed_precision].accuracy, runs['float32'].accuracy) <= 2
 
 
 @pytest.mark.parametrize('mixed_precision', ['float16', 'bfloat16'])
@@ -177,8 +188,8 @@ def test_an_overflow_skips_the_update_halves_the_scale_and_is_counted(
 def test_a_mixed_precision_checkpoint_evaluates_alike_in_float32_and_float16(runs,
                                                                             digits_dir):
   checkpoint = runs['float16'].checkpoint
-  assert abs(_accuracy(digits_dir, checkpoint, 'float16') - runs['float16'].accuracy) <= (
-      2 / 360)
+  assert _digits_apart(_accuracy(digits_dir, checkpoint, 'float16'),
+                       runs['float16'].accuracy) <= 2
 
 
 def test_precision_flags_are_checked_before_any_graph(digits_dir, tmp_path):
