@@ -5,15 +5,12 @@ first traced step that the compute ran in half precision.
 Every run of the comparison starts from one float32 checkpoint (60 float32 steps from a
 seeded initialization: test accuracy about 0.93), reads the same seeded batches (2 clones
 of 16) and has no dropout, so the runs differ only in precision; each trains 40 steps
-(momentum, cosine from 0.01). They write no periodic summaries: the summary thread
-runs once at the start and draws a training batch at a time of its own, so which
-batches the first step got differed between runs (CI-like suite on a fresh clone: the
-float16 and bfloat16 runs agreed with each other and both missed float32's curve from
-step 1). Tolerance for "tracks the float32 loss curve": every step's
-total loss within 0.05 + 15% of float32's for float16 (10-bit mantissa) and within 0.1 +
-25% for bfloat16 (7-bit), and the mean loss of the 40 steps within 10%. (Seen on this
-CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test accuracy: >= 0.95 for all
-three, and within 2 of the 360 test digits of float32's.
+(momentum, cosine from 0.01) with --save_summaries_secs=0 (the summary thread draws a
+batch of its own at start: docs/monitoring.md). Tolerance for "tracks the float32 loss
+curve": every step's total loss within 0.05 + 15% of float32's for float16 (10-bit
+mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of the 40 steps
+within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
+accuracy: >= 0.95 for all three, and within 2 of the 360 test digits of float32's.
 """
 
 import os
@@ -23,6 +20,7 @@ import numpy as np
 import pytest
 
 from core.params import ConfigError
+from datasets import digits
 from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tests.training.run_spy import executed_kernels, seed_inputs, spy_on_training
@@ -67,9 +65,9 @@ def _accuracy(digits_dir, checkpoint, mixed_precision='float32'):
 
 
 def _digits_apart(accuracy, other):
-  """How many of the 360 test digits two accuracies differ by. Counted, not compared as
-  ratios: float32 ratios 2 digits apart differ by 2.000005 / 360."""
-  return abs(round((accuracy - other) * 360))
+  """How many test digits two accuracies differ by. Counted, not compared as ratios:
+  float32 ratios 2 digits apart differ by 2.000005 / 360."""
+  return abs(round((accuracy - other) * digits.SPLITS_TO_SIZES['test']))
 
 
 @pytest.fixture(scope='module')
@@ -89,7 +87,7 @@ def runs(digits_dir, tmp_path_factory):
           digits_dir, root / mixed_precision, max_number_of_steps=STEPS,
           learning_rate=0.01, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
           checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision,
-          save_summaries_secs=0))  # No summary thread: it draws training batches.
+          save_summaries_secs=0))
       record.checkpoint = result.checkpoint
       record.accuracy = _accuracy(digits_dir, result.checkpoint)
       results[mixed_precision] = record
