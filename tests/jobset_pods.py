@@ -46,8 +46,9 @@ def the(kind, docs):
 
 
 def scaled(jobset, **replicas):
-  """A copy with other replica counts, and SLIMDEPLOY_TASKS changed with them (what
-  docs/cluster.md tells a user to change); one pod per Job, as in the manifest."""
+  """A copy with other replica counts and SLIMDEPLOY_TASKS changed with them, as
+  docs/cluster.md tells a user to resize (the NetworkPolicy's endPort, the third thing it
+  names, does not reach the pods); one pod per Job, as in the manifest."""
   jobset = copy.deepcopy(jobset)
   for rjob in jobset['spec']['replicatedJobs']:
     rjob['replicas'] = replicas.get(rjob['name'], rjob['replicas'])
