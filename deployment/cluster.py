@@ -9,8 +9,10 @@ summaries). A task learns its place from the legacy flags
 or from the TF_CONFIG environment variable that Kubeflow's TFJob operator and most
 schedulers set. TF_CONFIG's separate `chief` (or `master`) task is folded in as worker 0
 and the workers shift up by one, so every task computes the same cluster; an `evaluator`
-entry is dropped (it does not train). `resolve_task` returns a `TaskSpec`, or None when
-neither describes a cluster (a single process).
+entry is dropped (it does not train). A scheduler's own environment also places a task:
+a Kubernetes JobSet pod's (`deployment/jobset_env.py`), read when neither the flags nor
+TF_CONFIG describe a cluster, or when `addressing` names it. `resolve_task` returns a
+`TaskSpec`, or None when nothing describes a cluster (a single process).
 
 Mistakes raise `ClusterError` (a ValueError) with one line naming the flag (or TF_CONFIG
 key), the bad value and what would be accepted.
@@ -29,6 +31,7 @@ This module knows cluster addresses and devices only: nothing about data or mode
 """
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -46,6 +49,12 @@ __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
 
 JOBS = ('ps', 'worker')
 _LEAVING_QUEUE = 'slimdeploy_leaving_ps%d'
+# Schedulers whose environment places a task: addressing name -> the module whose
+# task_from_environ(environ) reads it (imported when used: it imports this module).
+ENVIRONMENT_ADDRESSINGS = {
+    'jobset': 'deployment.jobset_env',
+}
+ADDRESSINGS = ('auto', 'flags', 'tf_config') + tuple(ENVIRONMENT_ADDRESSINGS)
 _HOST_PORT = re.compile(r'^[^\s:/,]+:(\d+)$|^\[[0-9a-fA-F:.]+\]:(\d+)$')
 
 
@@ -204,8 +213,40 @@ def task_from_tf_config(text):
                      'TF_CONFIG task.type', 'TF_CONFIG task.index')
 
 
-def resolve_task(ps_hosts=(), worker_hosts=(), job_name=None, task_index=0, tf_config=None):
-  """The TaskSpec from the flags or from TF_CONFIG (not both), or None for no cluster."""
+def _task_from_scheduler(addressing, environ):
+  """The task an environment-reading scheduler gives (the one named, or the first of all
+  in 'auto'), or None."""
+  names = [addressing] if addressing in ENVIRONMENT_ADDRESSINGS else list(
+      ENVIRONMENT_ADDRESSINGS)
+  for name in names:
+    task = importlib.import_module(ENVIRONMENT_ADDRESSINGS[name]).task_from_environ(environ)
+    if task is not None:
+      return task
+  if addressing != 'auto':
+    raise ClusterError('--addressing=%s but this process has no %s environment (see '
+                       'docs/cluster.md)' % (addressing, addressing))
+  return None
+
+
+def resolve_task(ps_hosts=(), worker_hosts=(), job_name=None, task_index=0, tf_config=None,
+                 addressing='auto', environ=None):
+  """The TaskSpec from the flags or from TF_CONFIG (not both), or from a scheduler's
+  environment (`environ`, default os.environ) when neither is given or `addressing` names
+  it; None for no cluster."""
+  if addressing not in ADDRESSINGS:
+    raise ClusterError('--addressing=%s is not known; valid: %s'
+                       % (addressing, ', '.join(ADDRESSINGS)))
+  given = bool(ps_hosts or worker_hosts or job_name) or bool(tf_config and tf_config.strip())
+  if addressing in ENVIRONMENT_ADDRESSINGS or (addressing == 'auto' and not given):
+    if given:
+      raise ClusterError('--addressing=%s reads the cluster from the environment; drop '
+                         '--ps_hosts/--worker_hosts/--job_name and TF_CONFIG' % addressing)
+    task = _task_from_scheduler(addressing, os.environ if environ is None else environ)
+    if task is not None and task_index:
+      raise ClusterError('--task_index=%d conflicts with the %s environment, which gives '
+                         'the task index; drop --task_index' % (task_index, task.source))
+    if task is not None or not task_index:
+      return task
   if (ps_hosts or worker_hosts or job_name) and tf_config and tf_config.strip():
     raise ClusterError('both --ps_hosts/--worker_hosts/--job_name and TF_CONFIG describe a '
                        'cluster; use one (unset TF_CONFIG or drop the flags)')

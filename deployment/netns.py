@@ -14,7 +14,9 @@ interface" means this namespace's 127.0.0.1 and the ports do not exist on the ho
 The namespace is held by a small process (`unshare --net`, plus `--user
 --map-root-user` when not root) that brings `lo` up and then waits for its stdin to
 close: it also ends when its creator dies, even by SIGKILL. Commands enter it with
-`nsenter`. Needs util-linux and a kernel that lets this user create the namespaces
+`nsenter`. `create(hosts_file=...)` also gives it a private mount namespace in which that
+file is /etc/hosts, so names of a real cluster (a JobSet's pods) resolve to its loopback
+without touching the machine's /etc/hosts. Needs util-linux and a kernel that lets this user create the namespaces
 (containers often forbid it: then `create` raises and callers say so).
 """
 
@@ -54,13 +56,18 @@ class PrivateNetwork:
     return self._holder.pid
 
   @classmethod
-  def create(cls, timeout_secs=10.0):
+  def create(cls, timeout_secs=10.0, hosts_file=None):
     unshare, nsenter = shutil.which('unshare'), shutil.which('nsenter')
     if not unshare or not nsenter:
       raise NamespaceUnavailable('unshare/nsenter (util-linux) not found')
     user = [] if os.geteuid() == 0 else ['--user', '--map-root-user']
+    holder_argv = [sys.executable, '-c', _HOLDER]
+    if hosts_file:  # The mount namespace is private: the bind is seen only inside.
+      holder_argv = ['sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"',
+                     os.path.abspath(hosts_file)] + holder_argv
+    spaces = ['--net', '--mount'] if hosts_file else ['--net']
     holder = subprocess.Popen(
-        [unshare] + user + ['--net', '--', sys.executable, '-c', _HOLDER],
+        [unshare] + user + spaces + ['--'] + holder_argv,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
       line = _read_line(holder, timeout_secs)
@@ -72,7 +79,9 @@ class PrivateNetwork:
       raise NamespaceUnavailable((error.strip().splitlines() or ['no reason given'])[-1])
     prefix = [nsenter, '--target', str(holder.pid)]
     prefix += ['--user', '--preserve-credentials'] if user else []
-    return cls(holder, prefix + ['--net', '--'])
+    # Entering a mount namespace moves to its root: --wd=. keeps the caller's directory.
+    wd = ['--wd=.'] if hosts_file else []
+    return cls(holder, prefix + spaces + wd + ['--'])
 
   def wrap(self, argv):
     """`argv` run inside the namespace (nsenter execs it: same pid, same signals)."""

@@ -1,0 +1,201 @@
+"""configs/k8s/: every manifest validates offline against the vendored JobSet CRD and
+Kubernetes schemas (configs/k8s/schemas/README.md), and the JobSet's pods compute one
+consistent cluster at the names and ports JobSet gives them, restart as designed, and are
+all covered by the NetworkPolicy that keeps TensorFlow's unauthenticated gRPC to them."""
+
+import copy
+import glob
+import json
+import os
+import re
+
+import jsonschema
+import pytest
+import referencing
+
+from deployment import jobset_env
+from tests import jobset_pods
+
+K8S = os.path.join(jobset_pods.ROOT, 'configs', 'k8s')
+SCHEMAS = os.path.join(K8S, 'schemas')
+MANIFESTS = sorted(glob.glob(os.path.join(K8S, '*.yaml')))
+TFJOB = os.path.join(jobset_pods.ROOT, 'configs', 'cluster',
+                     'ucf101_i3d_rgb_kinetics_10x8_64f_sync_tfjob.yaml')
+KINDS = {'Job': 'job-batch-v1.json', 'NetworkPolicy': 'networkpolicy-networking-v1.json',
+         'PersistentVolumeClaim': 'persistentvolumeclaim-v1.json'}
+PERMANENT, RETRIED = {1, 2, 3, 6}, {137, 138, 143}   # docs/cluster.md, exit codes
+DNS_1035 = re.compile(r'^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
+
+
+def load_schema(name):
+  with open(os.path.join(SCHEMAS, name)) as handle:
+    return json.load(handle)
+
+
+REGISTRY = referencing.Registry().with_resource(
+    'https://kubernetes.io/api/_definitions.json',
+    referencing.Resource.from_contents(load_schema('_definitions.json')))
+
+
+def closed(schema):
+  """The CRD schema with unknown fields made errors, as a strict API server makes them."""
+  if isinstance(schema, list):
+    return [closed(item) for item in schema]
+  if not isinstance(schema, dict):
+    return schema
+  result = {key: ({n: closed(s) for n, s in value.items()} if key == 'properties'
+                  else closed(value)) for key, value in schema.items()}
+  if ('properties' in result and 'additionalProperties' not in result and
+      not result.get('x-kubernetes-preserve-unknown-fields')):
+    result['additionalProperties'] = False
+  return result
+
+
+def errors(schema, document):
+  validator = jsonschema.Draft202012Validator(schema, registry=REGISTRY)
+  return ['%s: %s' % ('/'.join(map(str, e.absolute_path)), e.message)
+          for e in validator.iter_errors(document)]
+
+
+def validate_jobset(jobset):
+  found = errors(closed(load_schema('jobset.x-k8s.io_v1alpha2.json')), jobset)
+  meta = {'$ref': 'https://kubernetes.io/api/_definitions.json#/$defs/'
+                  'io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta'}
+  found += errors(meta, jobset['metadata'])
+  for rjob in jobset['spec']['replicatedJobs']:   # Each template as the Job it becomes.
+    job = dict(rjob['template'], apiVersion='batch/v1', kind='Job')
+    found += ['%s: %s' % (rjob['name'], e) for e in errors(load_schema(KINDS['Job']), job)]
+  return found
+
+
+@pytest.fixture(scope='module')
+def docs():
+  return jobset_pods.documents(jobset_pods.JOBSET_MANIFEST)
+
+
+@pytest.fixture(scope='module')
+def pods(docs):
+  return jobset_pods.pods(jobset_pods.the('JobSet', docs))
+
+
+@pytest.mark.parametrize('path', MANIFESTS, ids=os.path.basename)
+def test_each_manifest_validates_and_opens_with_its_command(path):
+  with open(path) as handle:
+    assert 'kubectl apply -f ' + os.path.relpath(path, jobset_pods.ROOT) in handle.read()
+  for doc in jobset_pods.documents(path):
+    if doc['kind'] == 'JobSet':
+      assert doc['apiVersion'] == 'jobset.x-k8s.io/v1alpha2'
+      assert validate_jobset(doc) == []
+    else:
+      assert errors(load_schema(KINDS[doc['kind']]), doc) == []
+
+
+def test_the_validation_catches_a_misspelt_field_at_every_level(docs):
+  jobset = jobset_pods.the('JobSet', docs)
+  assert validate_jobset(jobset) == []
+  bad = copy.deepcopy(jobset)
+  bad['spec']['successPolicy']['targets'] = ['worker']                         # JobSet CRD
+  bad['spec']['replicatedJobs'][0]['template']['spec']['backofLimit'] = 1      # Job
+  pod = bad['spec']['replicatedJobs'][1]['template']['spec']['template']['spec']
+  pod['containers'][0]['volumeMount'] = []                                     # container
+  pod['terminationGracePeriodSeconds'] = 'long'                                # a type
+  bad['spec']['successPolicy']['operator'] = 'Most'                            # an enum
+  found = '\n'.join(validate_jobset(bad))
+  for word in ("'targets'", "'backofLimit'", "'volumeMount'", "'long'", "'Most'"):
+    assert word in found
+
+
+def test_every_pod_computes_the_same_cluster_at_its_jobset_name_and_port(docs, pods):
+  specs = [jobset_env.task_from_environ(pod.env) for pod in pods]
+  assert len({(s.ps_hosts, s.worker_hosts) for s in specs}) == 1
+  assert (specs[0].num_ps, specs[0].num_workers) == (2, 10)
+  policy_ports = jobset_pods.the('NetworkPolicy', docs)['spec']['ingress'][0]['ports']
+  ports = set()
+  for pod, spec in zip(pods, specs):
+    host, port = spec.address.rsplit(':', 1)
+    assert host == pod.fqdn and spec.job_name == pod.replicated_job
+    assert DNS_1035.match(pod.hostname + '-abcde')   # JobSet's webhook: pod name + suffix
+    ports.add(int(port))
+  assert ports == set(range(2222, 2222 + 12))   # Task k on 2222 + k: unique per host too.
+  assert [(p['port'], p['endPort']) for p in policy_ports] == [(min(ports), max(ports))]
+  assert [s.is_chief for s in specs].count(True) == 1 and specs[2].is_chief
+
+
+def test_a_pod_whose_replicas_disagree_with_slimdeploy_tasks_refuses_to_start(docs):
+  jobset = copy.deepcopy(jobset_pods.the('JobSet', docs))
+  jobset['spec']['replicatedJobs'][1]['replicas'] = 12   # ...without SLIMDEPLOY_TASKS
+  pod = jobset_pods.pods(jobset)[-1]
+  with pytest.raises(jobset_env.ClusterError, match='REPLICATED_JOB_REPLICAS=12 but '
+                     'SLIMDEPLOY_TASKS=ps=2,worker=10'):
+    jobset_env.task_from_environ(pod.env)
+
+
+def test_restarts_are_chosen_for_parameter_server_training(docs):
+  spec = jobset_pods.the('JobSet', docs)['spec']
+  assert spec['successPolicy'] == {'operator': 'All', 'targetReplicatedJobs': ['worker']}
+  rules = {r['action']: r['onJobFailureReasons'] for r in spec['failurePolicy']['rules']}
+  assert rules == {'FailJobSet': ['PodFailurePolicy'],
+                   'RestartJobSet': ['BackoffLimitExceeded']}
+  assert spec['failurePolicy']['maxRestarts'] >= 1
+  for rjob in spec['replicatedJobs']:
+    job = rjob['template']['spec']
+    assert job['template']['spec']['restartPolicy'] == 'Never'  # podFailurePolicy needs it
+    fail, ignore = job['podFailurePolicy']['rules']
+    assert fail['action'] == 'FailJob' and set(fail['onExitCodes']['values']) == PERMANENT
+    assert fail['onExitCodes']['containerName'] == job['template']['spec'][
+        'containers'][0]['name']
+    assert not RETRIED & set(fail['onExitCodes']['values'])
+    assert ignore == {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget'}]}
+    assert job['backoffLimit'] >= 1 and job['completions'] == job['parallelism'] == 1
+
+
+def test_the_train_dir_is_on_the_shared_read_write_many_claim(docs):
+  claim = jobset_pods.the('PersistentVolumeClaim', jobset_pods.documents(
+      os.path.join(K8S, 'slimdeploy_shared_pvc.yaml')))
+  assert claim['spec']['accessModes'] == ['ReadWriteMany']
+  assert 'PersistentVolumeClaim' not in [d['kind'] for d in docs]  # delete -f keeps data
+  worker = jobset_pods.the('JobSet', docs)['spec']['replicatedJobs'][1]
+  pod = worker['template']['spec']['template']['spec']
+  volume, = pod['volumes']
+  assert volume['persistentVolumeClaim']['claimName'] == claim['metadata']['name']
+  mount, = [m['mountPath'] for m in pod['containers'][0]['volumeMounts']
+            if m['name'] == volume['name']]
+  train_dir, = [a.split('=', 1)[1] for a in pod['containers'][0]['command']
+                if a.startswith('--train_dir=')]
+  assert train_dir.startswith(mount + '/')
+
+
+def selects(selector, labels):
+  """Kubernetes' LabelSelector semantics: matchLabels and matchExpressions."""
+  tests = {'In': lambda key, values: labels.get(key) in values,
+           'NotIn': lambda key, values: labels.get(key) not in values,
+           'Exists': lambda key, values: key in labels,
+           'DoesNotExist': lambda key, values: key not in labels}
+  return (all(labels.get(k) == v for k, v in selector.get('matchLabels', {}).items()) and
+          all(tests[e['operator']](e['key'], e.get('values', ()))
+              for e in selector.get('matchExpressions', ())))
+
+
+def test_the_network_policy_admits_the_task_ports_only_from_the_jobs_own_pods(docs, pods):
+  policy = jobset_pods.the('NetworkPolicy', docs)['spec']
+  assert 'Ingress' in policy['policyTypes']
+  rule, = policy['ingress']
+  peer, = rule['from']
+  assert list(peer) == ['podSelector']   # No namespaceSelector or ipBlock: same namespace.
+  roles = {pod.replicated_job for pod in pods}
+  assert roles >= {'ps', 'worker'}   # and a data service, when the JobSet gains one
+  for pod in pods:
+    assert selects(policy['podSelector'], pod.labels), pod.hostname
+    assert selects(peer['podSelector'], pod.labels), pod.hostname
+  name = jobset_pods.the('JobSet', docs)['metadata']['name']
+  other_job = dict(pods[0].labels, **{'jobset.sigs.k8s.io/jobset-name': name + '-other'})
+  assert not selects(peer['podSelector'], other_job)
+  assert not selects(peer['podSelector'], {'app': 'anything-else'})
+
+
+def test_the_tfjob_stays_marked_legacy_with_the_reason():
+  with open(TFJOB) as handle:
+    header = handle.read().split('apiVersion', 1)[0]
+  for words in ('LEGACY', 'kubeflow/trainer#2699', 'kueue#12620',
+                'configs/k8s/ucf101_i3d_rgb_kinetics_10x8_64f_sync_jobset.yaml'):
+    assert words in header

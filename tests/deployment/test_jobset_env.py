@@ -1,0 +1,147 @@
+"""deployment/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
+one line naming the variable; resolve_task reads it when nothing else describes a
+cluster; and a cluster of tasks that see exactly the environment the manifest gives its
+pods (tests/jobset_pods.py), their names resolving to loopback, trains to the end."""
+
+import collections
+import os
+
+import pytest
+
+from deployment import cluster, jobset_env
+from deployment.cluster import ClusterError
+from deployment.local_cluster import LocalCluster
+from deployment.netns import NamespaceUnavailable, PrivateNetwork
+from tests import jobset_pods
+from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
+                                 trainer, WAIT_SECS)
+
+POD = {'JOBSET_NAME': 'js', 'REPLICATED_JOB_NAME': 'worker', 'JOB_INDEX': '1',
+       'JOB_COMPLETION_INDEX': '0', 'REPLICATED_JOB_REPLICAS': '3',
+       'SLIMDEPLOY_TASKS': 'ps=2,worker=3', 'SLIMDEPLOY_BASE_PORT': '2222'}
+
+
+def task(**changes):
+  env = dict(POD, **changes)
+  return jobset_env.task_from_environ({k: v for k, v in env.items() if v is not None})
+
+
+def test_a_worker_pod_finds_every_task_at_its_jobset_name_and_port():
+  spec = task()
+  assert spec.ps_hosts == ('js-ps-0-0.js:2222', 'js-ps-1-0.js:2223')
+  assert spec.worker_hosts == ('js-worker-0-0.js:2224', 'js-worker-1-0.js:2225',
+                               'js-worker-2-0.js:2226')
+  assert (spec.job_name, spec.task_index, spec.source) == ('worker', 1, 'JobSet')
+  assert task(JOB_INDEX='0').is_chief and not task(REPLICATED_JOB_NAME='ps',
+                                                   REPLICATED_JOB_REPLICAS='2').is_chief
+
+
+def test_pods_of_one_indexed_job_count_within_their_job_and_a_subdomain_is_used():
+  spec = task(SLIMDEPLOY_TASKS='ps=1,worker=2x3', REPLICATED_JOB_REPLICAS='2',
+              JOB_INDEX='1', JOB_COMPLETION_INDEX='2', JOBSET_SUBDOMAIN='net')
+  assert spec.task_index == 5 and spec.address == 'js-worker-1-2.net:2228'
+  assert spec.worker_hosts[:4] == ('js-worker-0-0.net:2223', 'js-worker-0-1.net:2224',
+                                   'js-worker-0-2.net:2225', 'js-worker-1-0.net:2226')
+
+
+def test_without_jobset_name_there_is_no_jobset():
+  assert task(JOBSET_NAME=None) is None and task(JOBSET_NAME='') is None
+
+
+@pytest.mark.parametrize('changes, words', [
+    ({'SLIMDEPLOY_TASKS': None}, 'SLIMDEPLOY_TASKS is not set in this JobSet pod'),
+    ({'JOB_INDEX': None}, 'JOB_INDEX is not set in this JobSet pod (JOBSET_NAME=js)'),
+    ({'JOB_COMPLETION_INDEX': None}, "JOB_COMPLETION_INDEX is not set"),
+    ({'SLIMDEPLOY_TASKS': 'ps=2,workers=3'}, "'workers=3' is not ROLE=JOBS"),
+    ({'SLIMDEPLOY_TASKS': 'ps=2,ps=1,worker=3'}, "'ps=1' is not ROLE=JOBS"),
+    ({'SLIMDEPLOY_TASKS': 'ps=0,worker=3'}, "'ps=0' is not ROLE=JOBS"),
+    ({'SLIMDEPLOY_TASKS': 'worker=3'}, 'SLIMDEPLOY_TASKS=worker=3 has no ps'),
+    ({'REPLICATED_JOB_NAME': 'evaluator'}, 'REPLICATED_JOB_NAME=evaluator is not a training'),
+    ({'JOB_INDEX': '3'}, 'JOB_INDEX=3 is not an integer in 0..2'),
+    ({'JOB_COMPLETION_INDEX': '1'}, 'JOB_COMPLETION_INDEX=1 is not an integer in 0..0'),
+    ({'JOB_INDEX': '-1'}, 'JOB_INDEX=-1 is not an integer'),
+    ({'REPLICATED_JOB_REPLICAS': '4'}, 'REPLICATED_JOB_REPLICAS=4 but SLIMDEPLOY_TASKS=ps=2,'
+                                       'worker=3 gives worker 3 Jobs'),
+    ({'SLIMDEPLOY_BASE_PORT': '65533'}, 'SLIMDEPLOY_BASE_PORT=65533 is not an integer in '
+                                        '1..65531'),
+    ({'SLIMDEPLOY_BASE_PORT': 'grpc'}, 'SLIMDEPLOY_BASE_PORT=grpc'),
+])
+def test_a_mistake_is_one_line_naming_the_variable(changes, words):
+  with pytest.raises(ClusterError) as raised:
+    task(**changes)
+  assert words in str(raised.value) and '\n' not in str(raised.value)
+
+
+def test_resolve_task_reads_the_jobset_environment_when_nothing_else_is_given():
+  assert cluster.resolve_task(environ=POD) == task()
+  assert cluster.resolve_task(environ={}) is None
+  assert cluster.resolve_task(addressing='jobset', environ=POD) == task()
+  flags = cluster.resolve_task(['a:1'], ['b:1'], 'worker', 0, environ=POD)
+  assert flags.source == 'flags'   # Given flags (or TF_CONFIG) win in 'auto'.
+
+
+@pytest.mark.parametrize('kwargs, words', [
+    (dict(addressing='jobset', environ={}), '--addressing=jobset but this process has no'),
+    (dict(ps_hosts=['a:1'], worker_hosts=['b:1'], job_name='ps', addressing='jobset',
+          environ=POD), 'drop --ps_hosts/--worker_hosts/--job_name and TF_CONFIG'),
+    (dict(task_index=1, environ=POD), '--task_index=1 conflicts with the JobSet environment'),
+    (dict(addressing='slurmish', environ=POD), '--addressing=slurmish is not known; valid: '
+                                               'auto, flags, tf_config, jobset'),
+])
+def test_resolve_task_refuses_conflicting_addressing(kwargs, words):
+  with pytest.raises(ClusterError, match=words.replace('(', r'\(')):
+    cluster.resolve_task(**kwargs)
+
+
+class JobSetPods(LocalCluster):
+  """A LocalCluster whose tasks see exactly their JobSet pod's environment (on top of this
+  process's, without its TF_CONFIG and JobSet variables), in a private network and mount
+  namespace where every pod's name is 127.0.0.1."""
+
+  def __init__(self, pods, command, log_dir):
+    counts = collections.Counter(pod.replicated_job for pod in pods)
+    super().__init__(counts['ps'], counts['worker'], command, log_dir,
+                     isolation='namespace', addressing='tf_config')
+    self.pod_env = {}
+    for pod in pods:
+      spec = jobset_env.task_from_environ(pod.env)
+      self.pod_env['%s-%d' % (spec.job_name, spec.task_index)] = pod.env
+    self.hosts_file = os.path.join(log_dir, 'hosts')
+    with open(self.hosts_file, 'w') as hosts:
+      hosts.write('127.0.0.1 localhost\n')
+      hosts.writelines('127.0.0.1 %s %s\n' % (pod.fqdn, pod.hostname) for pod in pods)
+
+  def isolate(self):
+    self.network = PrivateNetwork.create(hosts_file=self.hosts_file)
+
+  def _environment(self, task):
+    env = {k: v for k, v in os.environ.items()
+           if k != 'TF_CONFIG' and k not in jobset_env.VARIABLES}
+    env.update(self.pod_env[task.name])
+    return env
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, tmp_path):
+  manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.JOBSET_MANIFEST))
+  pods = jobset_pods.pods(jobset_pods.scaled(manifest, ps=1, worker=2))
+  assert all(pod.container['command'][:2] == ['python', 'train_image_classifier.py']
+             for pod in pods)   # The manifest's program; the flags are a small run's.
+  train_dir = tmp_path / 'train'
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
+                                sync_replicas=True, replicas_to_aggregate=2))
+  try:
+    with JobSetPods(pods, command, str(tmp_path / 'logs')) as pod_cluster:
+      status = pod_cluster.supervise(lambda: False, grace_secs=30)
+      logs = {t.name: log_text(t) for t in pod_cluster.tasks}
+      statuses = {t.name: t.returncode for t in pod_cluster.tasks}
+  except NamespaceUnavailable as error:
+    pytest.skip('no private network and mount namespace here: %s' % error)
+  assert status == 0 and statuses == {'ps-0': 0, 'worker-0': 0, 'worker-1': 0}, logs
+  for name, text in logs.items():
+    assert_clean_log(text, name)
+  assert ('worker 0 of 2 (chief) at ucf101-i3d-rgb-10x8-worker-0-0.ucf101-i3d-rgb-10x8:2223;'
+          ' cluster of 1 ps + 2 workers from JobSet') in logs['worker-0']
+  assert 'All 2 workers left: parameter server 0 exits' in logs['ps-0']
+  assert checkpoint_steps(train_dir)[-1] == 8
