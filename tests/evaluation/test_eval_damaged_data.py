@@ -82,19 +82,21 @@ def test_an_index_cut_into_a_header_stops_evaluation_before_it_scores(tmp_path_f
   video short: eval.py refuses it with the damaged-shard line and status 3."""
   directory = _copy(tmp_path_factory, tmp_path)
   index = os.path.join(directory, 'test-00001-of-00002.index')
-  entries = damaged_data.record_offsets(index)
-  offset = entries[-1][0]
-  damaged_data.truncate(index, offset + 5)
+  expected = damaged_data.cut_into_last_header(index)
   result = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
   report = 'exit %d\n%s\n%s' % (result.returncode, result.stdout, result.stderr)
   assert result.returncode == errors.DATA and 'Traceback' not in result.stderr, report
   [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
-  assert error == (
-      "error: damaged record shard: %s (truncated: the file ends 5 bytes into record %d's "
-      '12-byte header, at byte %d); rebuild it with: python -m datasets.convert_videos '
-      '--output_dir=%s --only_shard=test-00001-of-00002' % (
-          index, len(entries) - 1, offset, directory)), report
+  assert error == expected, report
   assert not os.path.exists(tmp_path / 'eval' / 'report-7.json') and not result.stdout
+
+
+def _config(tmp_path_factory, directory):
+  """The EvalConfig of _run_eval's command, in process."""
+  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
+  return EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
+                    depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
+                    clip_frames=4, batch_size=3)
 
 
 def test_an_index_cut_between_entries_stops_evaluation(tmp_path_factory, tmp_path):
@@ -102,12 +104,8 @@ def test_an_index_cut_between_entries_stops_evaluation(tmp_path_factory, tmp_pat
   directory = _copy(tmp_path_factory, tmp_path)
   index = os.path.join(directory, 'test-00001-of-00002.index')
   damaged_data.truncate(index, damaged_data.record_offsets(index)[-1][0])
-  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  config = EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
-                      depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
-                      clip_frames=4, batch_size=3)
   with pytest.raises(damaged_shards.DamagedShards) as raised:
-    list(run.evaluations(config))
+    list(run.evaluations(_config(tmp_path_factory, directory)))
   assert str(raised.value).startswith('damaged record shard: %s (its ' % index)
   assert errors.report(raised.value) == errors.DATA
 
@@ -121,12 +119,8 @@ def test_a_damaged_shard_stops_evaluation_with_the_rebuild_command(tmp_path_fact
   offset = bounds[0]
   damaged_data.flip_byte(shard, offset + 12 + 100)
   last_read = bounds[[f >= 4 for f in frames].index(True)]
-  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  config = EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
-                      depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
-                      clip_frames=4, batch_size=3)
   with pytest.raises(damaged_shards.DamagedShards) as raised:
-    list(run.evaluations(config))
+    list(run.evaluations(_config(tmp_path_factory, directory)))
   assert str(raised.value) == (
       'damaged record shard: %s (corrupted: the record at byte %d fails its data CRC; video '
       '%s, bytes %d..%d); rebuild it with: python -m datasets.convert_videos --output_dir=%s '
