@@ -3,12 +3,12 @@
 The split comes from lists of the UCF101 form (`--splits_dir` with classInd.txt,
 trainlist0N.txt, testlist0N.txt) or, without lists, from a seeded stratified held-out
 fraction of each class's sources (`--group_by`, see `source_groups`: clips of one source
-never land in both splits). Split sizes, the modality and the channel count
-come from the converted data's dataset_info.json, class names from labels.txt. Create it
-with:
+never land in both splits). Split sizes, the modality and the channel count come from
+the converted data's dataset_info.json, class names from labels.txt. Create it with:
 
     python -m datasets.convert_videos --dataset_name=video_folder --video_dir=TREE \\
-        --output_dir=DIR [--splits_dir=LISTS --split=1 | --test_fraction=0.3 --seed=0 --group_by='_g(\\d+)_']
+        --output_dir=DIR [--splits_dir=LISTS --split=1 |
+                          --test_fraction=0.3 --seed=0 --group_by='_g(\\d+)_']
 """
 
 import os
