@@ -7,12 +7,14 @@ A TFRecord file is a sequence of records, each framed as
 (little-endian). A file cut short (a partial copy) ends inside a record; a flipped byte
 fails a CRC. TensorFlow's reader then raises `DataLossError: truncated record at N` or
 `corrupted record at N`, naming an offset but not the file (and a file cut inside a
-record's 12-byte header just ends, without an error: only `read_records` and a count of
-the records show that one). Here:
+record's 12-byte header just ends, without an error: TensorFlow takes the partial header
+for the end of the file; only `read_records` and a count of the records show that one).
+Here:
 
   read_records(path)          every record of one file with its offset, or what is wrong
                               at the first record that cannot be read (and, past a bad
                               data CRC, the records after it)
+  count_records(path)         how many records a reader will find, from the headers only
   file_problem(path)          the first thing wrong with one file, or None
   locate(error, files)        the damaged files among `files` (and their indexes) that
                               such an error came from
@@ -35,6 +37,7 @@ file too, and its damage is mended by rebuilding the shard.
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
@@ -48,8 +51,8 @@ from tf_compat import tf
 # exports it only under this module. Python's zlib has CRC-32, not CRC-32C.
 from tensorflow.python.lib.io import tf_record  # pylint: disable=g-direct-tensorflow-import
 
-__all__ = ['Record', 'read_records', 'file_problem', 'locate', 'read_failure',
-           'rebuild_command', 'DamagedShards', 'shard_error', 'naming_damaged_shards',
+__all__ = ['Record', 'read_records', 'count_records', 'file_problem', 'locate',
+           'read_failure', 'rebuild_command', 'DamagedShards', 'shard_error', 'naming_damaged_shards',
            'read_manifest', 'MANIFEST_FILENAME']
 
 MANIFEST_FILENAME = 'manifest.json'   # datasets.convert_videos' manifest
@@ -143,6 +146,23 @@ def read_records(path):
                                             'CRC' % (index, offset))
       offset += _HEADER + length + _FOOTER
       index += 1
+
+
+def count_records(path):
+  """(the records of the TFRecord file `path` whose framing reads, the problem that ends
+  it early or None), from the record headers alone (their length CRCs; no data CRC): the
+  records a reader will go through, found without reading them. The file is read once,
+  whole: meant for indexes (about 100 bytes a video)."""
+  with tf.io.gfile.GFile(path, 'rb') as handle:
+    data = handle.read()
+  buffer, offset, count = io.BytesIO(data), 0, 0
+  while offset < len(data):
+    length, problem = _header(buffer, offset, len(data), count)
+    if problem:
+      return count, problem
+    offset += _HEADER + length + _FOOTER
+    count += 1
+  return count, None
 
 
 def _problem_at(path, error_offset):

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from datasets.conversion import convert_digits
 from datasets.conversion import convert_image_folder
+from datasets.conversion import source_groups
 from datasets import digits
 from datasets import hmdb51
 from datasets import image_folder
@@ -32,9 +33,9 @@ class DatasetEntry:
     convert: image datasets: (output_dir, *, image_dir, num_shards, test_fraction, seed) ->
       ConversionResult, run by `python -m datasets.convert_images`; it rejects the
       arguments it has no use for. None for video datasets.
-    read_split_lists: video datasets: (splits_dir, split, video_dir, test_fraction, seed)
-      -> video_splits.SplitLists, read by `python -m datasets.convert_videos`. None for
-      image datasets.
+    read_split_lists: video datasets: (splits_dir, split, video_dir, test_fraction, seed,
+      group_by) -> video_splits.SplitLists, read by `python -m datasets.convert_videos`
+      (a reader of published lists ignores the rest). None for image datasets.
   """
   name: str
   get_split: Callable
@@ -118,7 +119,7 @@ def _convert_image_folder(output_dir, *, image_dir, num_shards, test_fraction, s
 
 
 def read_split_lists(name, splits_dir=None, split=1, video_dir=None, test_fraction=0.3,
-                     seed=0):
+                     seed=0, group_by=source_groups.DEFAULT_GROUP_BY):
   """The train/test lists of video dataset `name` (its module's `read_split_lists`).
 
   Raises:
@@ -129,7 +130,7 @@ def read_split_lists(name, splits_dir=None, split=1, video_dir=None, test_fracti
     raise DatasetError('dataset_name %r has no video split lists; valid names: %s'
                        % (name, ', '.join(list_datasets(VIDEO))))
   return entry.read_split_lists(splits_dir=splits_dir, split=split, video_dir=video_dir,
-                                test_fraction=test_fraction, seed=seed)
+                                test_fraction=test_fraction, seed=seed, group_by=group_by)
 
 
 register_dataset(digits, convert=_convert_digits)

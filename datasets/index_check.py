@@ -1,11 +1,14 @@
-"""The verifier's checks of format-2 video records (layout in `datasets/video_records.py`):
+"""The checks of format-2 video records' indexes (layout in `datasets/video_records.py`):
 each record a chunk of a video, each shard with an index that lists every video's chunks
-by frame and byte bounds. Used by `record_check` (`python -m datasets.verify_records`).
+by frame and byte bounds. Used by `record_check` (`python -m datasets.verify_records`),
+and by training and eval before they build a graph (`check_index_counts`).
 
   chunk_parser(modality, ParsedRecord)  parse(one chunk record) -> ParsedRecord
   check_index(shard, chunks)            the shard's index read (framing and CRCs, as the
                                         shard's) and compared with the chunks the shard
                                         holds: -> (video ids, [problems])
+  check_index_counts(split)             the split's indexes list as many videos as
+                                        dataset_info.json: DamagedShards otherwise
 
 The index must list exactly the shard's chunks: entry by entry, its byte bounds are the
 records' (contiguous from byte 0 to the end of the shard), and its frame bounds the
@@ -14,12 +17,14 @@ trip over is what is reported: a chunk it would not find where the index says, o
 find holding other frames.
 """
 
+import os
 import typing
 
-from datasets import damaged_shards, video_records
+from core.errors import DataError
+from datasets import converted_data, damaged_shards, video_records
 from tf_compat import tf
 
-__all__ = ['Chunk', 'chunk_parser', 'check_index']
+__all__ = ['Chunk', 'chunk_parser', 'check_index', 'check_index_counts']
 
 
 class Chunk(typing.NamedTuple):
@@ -132,3 +137,46 @@ def check_index(shard_path, chunks):
     problems.append('its index lists %d of its %d bytes: it holds records the index does '
                     'not list' % (position, size))
   return [entry[0] for entry in entries], problems
+
+
+def _count_problem(index_path, listed):
+  """(entries a reader finds in one index, what is wrong with it or None); `listed`: the
+  videos manifest.json lists for its shard, or None."""
+  if not tf.io.gfile.exists(index_path):
+    return 0, 'missing'
+  count, problem = damaged_shards.count_records(index_path)
+  if problem is None and listed is not None and count != listed:
+    problem = ('its %d entries are not the %d videos manifest.json lists for the shard (cut '
+               'at an entry\'s end?)' % (count, listed))
+  return count, problem
+
+
+def check_index_counts(split):
+  """Training and eval, before a graph: the indexes of `split` (a DatasetSplit) list the
+  split.num_samples videos dataset_info.json counts. TensorFlow's reader takes an index
+  cut inside an entry's 12-byte header for its end, so the input would read fewer videos
+  without an error. Reads the indexes' headers only. Image splits have no index: no-op.
+
+  Raises:
+    DamagedShards: an index cut, corrupted, missing, or short of its shard's videos in
+      manifest.json (one line: the file, what is wrong, the rebuild command).
+    DataError: only the total differs (no manifest to tell which index).
+  """
+  if split.modality is None:
+    return
+  contents = damaged_shards.read_manifest(split.dataset_dir).get('shard_contents') or {}
+  total, damaged = 0, []
+  for shard in sorted(tf.io.gfile.glob(split.file_pattern)):
+    listed = contents.get(os.path.basename(shard), {}).get('videos')
+    path = video_records.index_path(shard)
+    count, problem = _count_problem(path, None if listed is None else len(listed))
+    total += count
+    if problem:
+      damaged.append((path, problem))
+  if damaged:
+    raise damaged_shards.DamagedShards(damaged)
+  if total != split.num_samples:
+    raise DataError('%s counts %d %s videos, but the indexes of its shards list %d; python -m '
+                    'datasets.verify_records --dataset_dir=%s names the damaged shard' % (
+                        os.path.join(split.dataset_dir, converted_data.INFO_FILENAME),
+                        split.num_samples, split.split_name, total, split.dataset_dir))

@@ -2,19 +2,19 @@
 
 The split comes from lists of the UCF101 form (`--splits_dir` with classInd.txt,
 trainlist0N.txt, testlist0N.txt) or, without lists, from a seeded stratified held-out
-fraction of each class (see `video_splits`). Split sizes, the modality and the channel count
-come from the converted data's dataset_info.json, class names from labels.txt. Create it
-with:
+fraction of each class's sources (`--group_by`, see `source_groups`: clips of one source
+never land in both splits). Split sizes, the modality and the channel count come from
+the converted data's dataset_info.json, class names from labels.txt. Create it with:
 
     python -m datasets.convert_videos --dataset_name=video_folder --video_dir=TREE \\
-        --output_dir=DIR [--splits_dir=LISTS --split=1 | --test_fraction=0.3 --seed=0]
+        --output_dir=DIR [--splits_dir=LISTS --split=1 |
+                          --test_fraction=0.3 --seed=0 --group_by='_g(\\d+)_']
 """
 
 import os
 
 from datasets import converted_data
-from datasets.conversion import video_splits
-from datasets.conversion.stratified_split import stratified_split
+from datasets.conversion import source_groups, video_splits
 from datasets.conversion.video_splits import SplitLists
 from datasets.dataset_split import DatasetError
 
@@ -49,12 +49,15 @@ def get_split(split_name, dataset_dir):
 _MAX_LIST_SPLIT = 99  # lists are numbered trainlist01 .. trainlist99
 
 
-def read_split_lists(splits_dir=None, split=1, video_dir=None, test_fraction=0.3, seed=0):
+def read_split_lists(splits_dir=None, split=1, video_dir=None, test_fraction=0.3, seed=0,
+                     group_by=source_groups.DEFAULT_GROUP_BY):
   """With `splits_dir`: lists of the UCF101 form (trainlist0N.txt for split N). Without:
-  the `<video_dir>/<class>/<video>` tree, round(n * test_fraction) of the n videos held out
-  for test (at most n - 1), spread over classes by `stratified_split` (image_folder's rule),
-  seeded, every class keeping a training video; entries come in that seeded order.
-  -> video_splits.SplitLists; raises DatasetError."""
+  the `<video_dir>/<class>/<video>` tree, its videos grouped by source (`group_by`, a
+  regular expression on the file name; '' for single videos) and round(G * test_fraction)
+  of the G groups held out for test (at most G - 1), spread over classes by
+  `stratified_split` (image_folder's rule), seeded, every class keeping a training group;
+  entries come in that seeded order, a group's videos together.
+  -> video_splits.SplitLists (with `groups`); raises DatasetError."""
   if splits_dir:
     video_splits.check_split(NAME, split, tuple(range(1, _MAX_LIST_SPLIT + 1)))
     if not os.path.isdir(splits_dir):
@@ -70,9 +73,5 @@ def read_split_lists(splits_dir=None, split=1, video_dir=None, test_fraction=0.3
   if not entries:
     raise DatasetError('--video_dir=%s holds no video files (%s) in its class folders'
                        % (video_dir, ' '.join(video_splits.VIDEO_EXTENSIONS)))
-  # At most n - 1 test videos, so stratified_split leaves every class a training video.
-  num_test = min(int(len(entries) * test_fraction + 0.5), len(entries) - 1)
-  train, test = stratified_split([entry.label for entry in entries], num_test, seed)
-  splits = {'train': tuple(entries[index] for index in train),
-            'test': tuple(entries[index] for index in test)}
-  return SplitLists(class_names, splits, tuple(problems))
+  train, test, groups = source_groups.grouped_split(entries, test_fraction, seed, group_by)
+  return SplitLists(class_names, {'train': train, 'test': test}, tuple(problems), groups)

@@ -13,6 +13,7 @@ from typing import Optional
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
+from datasets import index_check
 from deployment.gpu_options import check_gpu_options
 from deployment.precision import check_inference_kernels
 from deployment.precision_options import check_mixed_precision
@@ -198,8 +199,11 @@ def check_eval_config(config):
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
+  streams = _streams(config, split)
+  for stream in streams:
+    index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
   return EvalSetup(
-      kind=kind, streams=_streams(config, split), num_classes=num_classes,
+      kind=kind, streams=streams, num_classes=num_classes,
       batch_size=config.batch_size or (DEFAULT_VIDEO_BATCH if is_video
                                        else DEFAULT_IMAGE_BATCH),
       sampling=resolve_sampling(config) if is_video else None, use_moving_averages=averages)

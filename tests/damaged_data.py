@@ -10,6 +10,9 @@ issue 13's damaged data (datasets, training, evaluation, the tools).
                                       recomputed: the shard reads, the frames do not decode
   break_image(shard, record)          the same for an image record's PNG or JPEG
   record_offsets(path)                each record's (offset, length), from the framing
+  cut_into_last_header(index)         an index cut a few bytes into its last entry's
+                                      12-byte header (TensorFlow reads it, one short), and
+                                      the damaged-shard line training and eval print for it
   index_entries(shard)                each video's (id, frame bounds, byte bounds) from the
                                       shard's index (`<shard>.index`, format 2)
   read_ids(shard)                     the video ids of a shard, in order
@@ -140,6 +143,18 @@ def record_offsets(path):
     offsets.append((offset, length))
     offset += 16 + length
   return offsets
+
+
+def cut_into_last_header(index, into=5):
+  """Cuts the file `index` (`<dataset>/<shard>.index`) `into` bytes into its last record's
+  12-byte header; returns the `error:` line training and eval end with."""
+  offsets = record_offsets(index)
+  truncate(index, offsets[-1][0] + into)
+  directory, name = os.path.split(index[:-len(_INDEX)])
+  return ("error: damaged record shard: %s (truncated: the file ends %d bytes into record "
+          "%d's 12-byte header, at byte %d); rebuild it with: python -m "
+          'datasets.convert_videos --output_dir=%s --only_shard=%s' % (
+              index, into, len(offsets) - 1, offsets[-1][0], directory, name))
 
 
 def read_ids(path):

@@ -11,6 +11,7 @@ import inspect
 from checkpoints import paths, restore
 from core.errors import require
 from core.params import ConfigError
+from datasets import index_check
 from datasets.inputs import record_files
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy, precision
@@ -294,6 +295,7 @@ def check_train_config(config):
   _check_freeze_batch_norm(config, spec)
   _check_input_flags(config, kind)
   _check_input_files(config, dataset)
+  index_check.check_index_counts(dataset)  # DamagedShards (a DataError) for a cut index
   require(config.labels_offset < dataset.num_classes, '--labels_offset=%d must be less '
            'than the number of classes (%d)' % (config.labels_offset, dataset.num_classes))
   checkpoint_file = None

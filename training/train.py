@@ -81,7 +81,7 @@ def _clone_inputs(setup, iterator, input_wait):
   with tf.device(setup.deploy_config.inputs_device()):
     batch = input_wait.draw(iterator.get_next)
   inputs, labels = setup.input.finish(batch, setup.dataset)
-  setup.input.summarize(inputs, setup.dataset)
+  setup.input.summarize(inputs, labels, setup.dataset, setup.input_settings)
   return inputs, labels
 
 

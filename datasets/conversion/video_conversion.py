@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import random
+import sys
 
 from core.errors import DataError
 from datasets import converted_data, dataset_factory, video_records
@@ -264,7 +265,9 @@ def convert_videos(conversion):
   lists = dataset_factory.read_split_lists(
       conversion.dataset_name, conversion.splits_dir, conversion.split,
       conversion.video_dir or conversion.frames_dir, conversion.test_fraction,
-      conversion.seed)
+      conversion.seed, conversion.group_by)
+  if lists.groups is not None:  # Before the long decode: the split can be judged at once.
+    print(lists.groups.line(), file=sys.stderr, flush=True)
   if conversion.strict and lists.problems:
     path, reason = lists.problems[0]
     raise StrictStop(path, reason)
@@ -298,6 +301,8 @@ def _write_final_files(conversion, lists, plans):
               'modality': conversion.modality, 'settings': conversion.settings(),
               'videos': {}, 'frames': {}, 'shards': {},
               'skipped': [{'path': p, 'split': None, 'reason': r} for p, r in lists.problems]}
+  if lists.groups is not None:
+    manifest['groups'] = dataclasses.asdict(lists.groups)
   for split, shards in plans.items():
     with_progress = []
     for shard in shards:

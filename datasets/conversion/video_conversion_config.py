@@ -9,6 +9,7 @@ import dataclasses
 from typing import Optional
 
 from core.params import param
+from datasets.conversion.source_groups import DEFAULT_GROUP_BY  # TensorFlow-free too
 
 __all__ = ['VideoConversion', 'with_task_from_environment', 'TASK_INDEX_VARIABLE']
 
@@ -26,7 +27,13 @@ class VideoConversion:
   splits_dir: Optional[str] = param(None, 'Official split lists (classInd.txt, '
                                     'trainlist0N.txt, ...); video_folder: optional.')
   split: int = param(1, 'Official split, 1 to 3.')
-  test_fraction: float = param(0.3, 'video_folder without lists: held-out test fraction.')
+  test_fraction: float = param(0.3, 'video_folder without lists: held-out test fraction '
+                               '(of each class\'s sources, see --group_by).')
+  group_by: str = param(DEFAULT_GROUP_BY, 'video_folder without lists: a regular expression '
+                        'whose first group (or whole match) in a file name names the video\'s '
+                        'source within its class; a source\'s clips all go to one split. The '
+                        'default reads UCF101-style names (v_X_g08_c01.avi: group 08); names '
+                        'it does not match are sources of their own; empty: single videos.')
   # Frames.
   modality: str = param('rgb', 'rgb (3 channels) or flow (TV-L1, 2 channels).')
   short_side: int = param(256, 'Resize so the shorter side has this size, aspect kept; '
@@ -63,8 +70,12 @@ class VideoConversion:
     """What must match for a rerun to resume in the same output_dir."""
     keep = ('dataset_name', 'split', 'modality', 'short_side', 'fps', 'num_shards',
             'jpeg_quality', 'seed', 'test_fraction', 'chunk_frames')
+    # group_by only where it decides the split: published lists ignore it, and a
+    # conversion recorded before it existed resumes as before.
+    grouped = self.dataset_name == 'video_folder' and not self.splits_dir
     return {name: getattr(self, name) for name in keep} | {
-        'source': 'frames' if self.frames_dir else 'videos'}
+        'source': 'frames' if self.frames_dir else 'videos'} | (
+            {'group_by': self.group_by} if grouped else {})
 
 
 def with_task_from_environment(conversion, environ):

@@ -19,7 +19,7 @@ skipped videos. A missing or unreadable list file, or a bad argument, raises Dat
 
 import dataclasses
 import os
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 from datasets.dataset_split import DatasetError
 
@@ -54,10 +54,13 @@ class SplitLists:
     class_names: tuple of names; index = label.
     splits: {'train': (VideoEntry, ...), 'test': (VideoEntry, ...)}; disjoint.
     problems: ((relative_path or line text, reason), ...) for entries that were left out.
+    groups: how a split the converter made itself went (a source_groups.GroupCounts);
+      None for published lists.
   """
   class_names: Tuple[str, ...]
   splits: Dict[str, Tuple[VideoEntry, ...]] = dataclasses.field(hash=False)
   problems: Tuple[Tuple[str, str], ...] = ()
+  groups: Any = None
 
 
 def check_split(dataset_name, split, accepted):

@@ -15,7 +15,8 @@ An input has four steps, and a counter of what it skips, so the trainer needs no
             so the input CPU only decodes. Returns (float32 inputs, int labels);
   summarize what the model sees, as TensorBoard images (a few per summary): the first
             images of the batch; for clips, frame montages (8 frames of each of the first
-            clips side by side, flow shown as u, v and a grey third channel);
+            clips side by side, flow shown as u, v and a grey third channel) under the
+            clip's class (`label_strip`);
   describe  one line for the start-up log;
   skip_counter(limit)  the damaged_frames.SkipCounter `dataset` reports skipped examples
             to (clips with a frame that does not decode), or None when the input skips
@@ -29,7 +30,7 @@ import dataclasses
 from typing import Optional
 
 from datasets import dataset_split
-from datasets.inputs import clip_input, damaged_frames, image_input
+from datasets.inputs import clip_input, damaged_frames, image_input, label_strip
 from tf_compat import tf
 
 __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
@@ -92,7 +93,7 @@ class ImageInput:
     images, labels = batch
     return images, labels
 
-  def summarize(self, images, split):  # pylint: disable=unused-argument
+  def summarize(self, images, labels, split, settings):  # pylint: disable=unused-argument
     """'input/images': the first MAX_SUMMARY_EXAMPLES images after preprocessing."""
     tf.summary.image('input/images', images, max_outputs=MAX_SUMMARY_EXAMPLES)
 
@@ -124,10 +125,15 @@ class ClipInput:
     clips, labels, flips = batch
     return clip_input.finish_clips(clips, split.modality, flips), labels
 
-  def summarize(self, clips, split):  # pylint: disable=unused-argument
-    """'input/clips': a montage per clip of the first MAX_SUMMARY_EXAMPLES."""
-    tf.summary.image('input/clips', clip_montage(clips[:MAX_SUMMARY_EXAMPLES]),
-                     max_outputs=MAX_SUMMARY_EXAMPLES)
+  def summarize(self, clips, labels, split, settings):
+    """'input/clips': a montage per clip of the first MAX_SUMMARY_EXAMPLES, each under its
+    class ('3: ApplyEyeMakeup'; labels after settings.labels_offset, named by labels.txt)."""
+    texts = label_strip.label_texts(split.labels_to_names,
+                                    split.num_classes - settings.labels_offset,
+                                    settings.labels_offset)
+    montages = clip_montage(clips[:MAX_SUMMARY_EXAMPLES])
+    tf.summary.image('input/clips', label_strip.with_labels(
+        montages, labels[:MAX_SUMMARY_EXAMPLES], texts), max_outputs=MAX_SUMMARY_EXAMPLES)
 
   def describe(self, settings, split):
     return '%dx%dx%d %s clips%s' % (

@@ -48,8 +48,8 @@ class SyntheticInput:
   def finish(self, batch, split):
     return self.real.finish(batch, split)
 
-  def summarize(self, inputs, split):
-    return self.real.summarize(inputs, split)
+  def summarize(self, inputs, labels, split, settings):
+    return self.real.summarize(inputs, labels, split, settings)
 
   def describe(self, settings, split):
     return 'synthetic zeros shaped as ' + self.real.describe(settings, split)

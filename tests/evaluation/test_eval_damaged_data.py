@@ -1,6 +1,6 @@
 """Evaluation never scores fewer videos (or images) silently: on copies of the shared
-synthetic records with a frame broken, an index cut between records or a byte flipped, and
-on digits with an image cut short. What to expect is computed here from the records
+synthetic records with a frame broken, an index cut (refused before the graph: issue 21's
+addendum) or a byte flipped, and on digits with an image cut short. What to expect is computed here from the records
 (protobuf) and the framing; the real eval.py is run where its exit status and its lines
 are what is checked."""
 
@@ -35,19 +35,7 @@ def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_fa
   first = os.path.join(directory, 'test-00000-of-00002')
   broken = damaged_data.break_frames(first, 0, [1])          # sampled: frames 0..3
   unsampled = damaged_data.break_frames(first, 1, [damaged_data.num_frames(first, 1) - 1])
-  second = os.path.join(directory, 'test-00001-of-00002')
-  dropped = damaged_data.read_ids(second)[-1]
-  # The index cut at its last entry: TensorFlow reads it without an error, one video short.
-  damaged_data.truncate(second + '.index',
-                        damaged_data.record_offsets(second + '.index')[-1][0])
-  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  eval_dir = tmp_path / 'eval'
-  result = subprocess.run(
-      [sys.executable, 'eval.py', '--dataset_name=video_folder', '--model_name=i3d',
-       '--depth_multiplier=%g' % vt.DEPTH, '--dataset_dir=%s' % directory,
-       '--checkpoint_path=%s' % prefix, '--eval_image_size=32', '--clip_frames=4',
-       '--batch_size=3', '--eval_dir=%s' % eval_dir], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
+  result = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
   report = 'exit %d\n%s\n%s' % (result.returncode, result.stdout, result.stderr)
   assert result.returncode == errors.INCOMPLETE and 'Traceback' not in result.stderr, report
   with open(os.path.join(directory, 'dataset_info.json')) as handle:
@@ -56,26 +44,70 @@ def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_fa
                                                          first)
   lines = result.stdout.splitlines()
   assert lines[0].startswith('video_folder/test: %d of %d videos scored, '
-                             % (listed - 2, listed)), report
-  assert lines[3:6] == [
-      'rgb: 2 videos not scored (not in the metrics):', '  %s: %s' % (broken, reason),
-      '  1 listed in dataset_info.json but not in the records (a shard or its index cut at '
-      'a record boundary?); python -m datasets.verify_records checks them'], report
+                             % (listed - 1, listed)), report
+  assert lines[3:5] == [
+      'rgb: 1 videos not scored (not in the metrics):', '  %s: %s' % (broken, reason)], report
   [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
-  assert error == ('error: 2 videos of video_folder/test could not be scored (listed above '
+  assert error == ('error: 1 videos of video_folder/test could not be scored (listed above '
                    'and in the report); the figures are over the rest')
-  with open(eval_dir / 'report-7.json') as handle:
+  with open(tmp_path / 'eval' / 'report-7.json') as handle:
     saved = json.load(handle)
   scored = {video['id'] for video in saved['videos']}
   assert scored == set(vt.read_records(vt.converted(tmp_path_factory, 'rgb'))) - {
-      broken, dropped} and unsampled in scored and len(scored) == listed - 2
-  assert saved['dataset']['num_videos'] == listed - 2
-  assert saved['dataset']['unscored_videos'] == 2
+      broken} and unsampled in scored and len(scored) == listed - 1
+  assert saved['dataset']['num_videos'] == listed - 1
+  assert saved['dataset']['unscored_videos'] == 1
   assert saved['streams']['rgb']['unscored'] == {
-      'count': 2, 'not_read': 1, 'videos': [{'id': broken, 'reason': reason}]}
-  accumulator = EventAccumulator(str(eval_dir), size_guidance={'scalars': 0})
+      'count': 1, 'not_read': 0, 'videos': [{'id': broken, 'reason': reason}]}
+  accumulator = EventAccumulator(str(tmp_path / 'eval'), size_guidance={'scalars': 0})
   accumulator.Reload()
-  assert [e.value for e in accumulator.Scalars('eval/unscored_videos')] == [2.0]
+  assert [e.value for e in accumulator.Scalars('eval/unscored_videos')] == [1.0]
+
+
+def _run_eval(tmp_path_factory, directory, eval_dir):
+  """The real eval.py on `directory` with the shared rgb checkpoint (global step 7)."""
+  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
+  return subprocess.run(
+      [sys.executable, 'eval.py', '--dataset_name=video_folder', '--model_name=i3d',
+       '--depth_multiplier=%g' % vt.DEPTH, '--dataset_dir=%s' % directory,
+       '--checkpoint_path=%s' % prefix, '--eval_image_size=32', '--clip_frames=4',
+       '--batch_size=3', '--eval_dir=%s' % eval_dir], cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_an_index_cut_into_a_header_stops_evaluation_before_it_scores(tmp_path_factory,
+                                                                       tmp_path):
+  """TensorFlow reads an index cut inside an entry's 12-byte header without an error, one
+  video short: eval.py refuses it with the damaged-shard line and status 3."""
+  directory = _copy(tmp_path_factory, tmp_path)
+  index = os.path.join(directory, 'test-00001-of-00002.index')
+  expected = damaged_data.cut_into_last_header(index)
+  result = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
+  report = 'exit %d\n%s\n%s' % (result.returncode, result.stdout, result.stderr)
+  assert result.returncode == errors.DATA and 'Traceback' not in result.stderr, report
+  [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert error == expected, report
+  assert not os.path.exists(tmp_path / 'eval' / 'report-7.json') and not result.stdout
+
+
+def _config(tmp_path_factory, directory):
+  """The EvalConfig of _run_eval's command, in process."""
+  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
+  return EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
+                    depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
+                    clip_frames=4, batch_size=3)
+
+
+def test_an_index_cut_between_entries_stops_evaluation(tmp_path_factory, tmp_path):
+  """Cut at an entry's end (it read as one video short, exit 4, before the addendum)."""
+  directory = _copy(tmp_path_factory, tmp_path)
+  index = os.path.join(directory, 'test-00001-of-00002.index')
+  damaged_data.truncate(index, damaged_data.record_offsets(index)[-1][0])
+  with pytest.raises(damaged_shards.DamagedShards) as raised:
+    list(run.evaluations(_config(tmp_path_factory, directory)))
+  assert str(raised.value).startswith('damaged record shard: %s (its ' % index)
+  assert errors.report(raised.value) == errors.DATA
 
 
 def test_a_damaged_shard_stops_evaluation_with_the_rebuild_command(tmp_path_factory,
@@ -87,12 +119,8 @@ def test_a_damaged_shard_stops_evaluation_with_the_rebuild_command(tmp_path_fact
   offset = bounds[0]
   damaged_data.flip_byte(shard, offset + 12 + 100)
   last_read = bounds[[f >= 4 for f in frames].index(True)]
-  prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  config = EvalConfig(dataset_name='video_folder', dataset_dir=directory, model_name='i3d',
-                      depth_multiplier=vt.DEPTH, checkpoint_path=prefix, eval_image_size=32,
-                      clip_frames=4, batch_size=3)
   with pytest.raises(damaged_shards.DamagedShards) as raised:
-    list(run.evaluations(config))
+    list(run.evaluations(_config(tmp_path_factory, directory)))
   assert str(raised.value) == (
       'damaged record shard: %s (corrupted: the record at byte %d fails its data CRC; video '
       '%s, bytes %d..%d); rebuild it with: python -m datasets.convert_videos --output_dir=%s '

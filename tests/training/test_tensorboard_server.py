@@ -1,6 +1,7 @@
 """What a user opens is what the tests checked: the real `tensorboard` server, read through
 its HTTP API as the browser reads it, on a short video run with two clones."""
 
+import io
 import json
 import os
 import struct
@@ -12,8 +13,11 @@ import urllib.request
 
 import portpicker
 import pytest
+from PIL import Image
 
+from datasets.inputs import label_strip
 from tests import video_testdata
+from tests.datasets.inputs.test_label_strip import read_label
 from tests.training.test_train_video import video_config
 from training import train as train_module
 
@@ -63,9 +67,13 @@ def test_tensorboard_serves_every_clone_loss_the_input_wait_and_the_clips(
     png = _get(port, '/data/plugin/images/individualImage' + '',
                **dict(urllib.parse.parse_qsl(images[0]['query'])))
     assert png[:8] == b'\x89PNG\r\n\x1a\n'
-    # 8 frames of a 4-frame clip: all 4, side by side, at the 32x32 crop.
+    # 8 frames of a 4-frame clip: all 4, side by side, at the 32x32 crop, under the
+    # clip's class ('0: down', ...: the synthetic classes are motion directions).
     width, height = struct.unpack('>II', png[16:24])
-    assert (width, height) == (4 * 32, 32)
+    assert (width, height) == (4 * 32, label_strip.GLYPH_HEIGHT + 32)
+    names = video_testdata.synthetic_videos(tmp_path_factory)['class_names']
+    assert read_label(Image.open(io.BytesIO(png)).convert('RGB')) in [
+        '%d: %s' % item for item in enumerate(names)]
   finally:
     server.kill()
     server.wait()

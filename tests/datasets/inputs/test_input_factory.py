@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from datasets import dataset_factory
-from datasets.inputs import clip_input, input_factory
+from datasets.inputs import clip_input, input_factory, label_strip
 from datasets.inputs.input_factory import IMAGE, VIDEO, InputSettings
+from tests.datasets.inputs.test_label_strip import read_label
+from tests.evaluation.tensorboard_events import read_eval_dir
 from tf_compat import tf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -72,3 +74,31 @@ def test_the_trainer_and_eval_do_not_branch_on_the_kind_of_data(path):
   tests = [ast.unparse(node.test) for node in ast.walk(tree) if isinstance(node, ast.If)]
   assert not [test for test in tests
               if any(word in test for word in ('clip_frames', 'is_video', 'modality', 'kind'))]
+
+
+def test_the_clip_montages_written_carry_their_class(tmp_path):
+  """Read back as TensorBoard reads it: each montage under its clip's class, the frames
+  below as the clips hold them (5 frames, all shown), the tag as before."""
+  split = dataset_factory.DatasetSplit(
+      name='video_folder', split_name='train', dataset_dir='', file_pattern='',
+      num_samples=3, num_classes=3, labels_to_names={0: 'archery', 1: 'bowling', 2: 'diving'},
+      num_channels=3, modality='rgb')
+  settings = InputSettings(batch_size=3, image_size=16, clip_frames=5)
+  clips = np.random.RandomState(0).uniform(-1, 1, (3, 5, 16, 16, 3)).astype(np.float32)
+  with tf.Graph().as_default():
+    input_factory.get_input(VIDEO).summarize(tf.constant(clips), tf.constant([2, 0, 1]),
+                                             split, settings)
+    with tf.Session() as sess:
+      summary = sess.run(tf.summary.merge_all())
+    writer = tf.summary.FileWriter(str(tmp_path))
+    writer.add_summary(summary, global_step=4)
+    writer.close()
+  _, images = read_eval_dir(str(tmp_path))
+  assert sorted(images) == ['input/clips/image/0', 'input/clips/image/1']
+  for index, name in enumerate(['2: diving', '0: archery']):
+    [(step, image, size)] = images['input/clips/image/%d' % index]
+    pixels = np.asarray(image.convert('RGB'))
+    assert step == 4 and size == (label_strip.GLYPH_HEIGHT + 16, 5 * 16)
+    assert read_label(pixels) == name
+    montage = np.concatenate(list(np.round((clips[index] + 1) * 127.5)), axis=1)
+    np.testing.assert_array_equal(pixels[label_strip.GLYPH_HEIGHT:], montage)

@@ -50,8 +50,8 @@ class StarvedInput:
   def finish(self, batch, split):
     return self.real.finish(batch, split)
 
-  def summarize(self, inputs, split):
-    return self.real.summarize(inputs, split)
+  def summarize(self, inputs, labels, split, settings):
+    return self.real.summarize(inputs, labels, split, settings)
 
   def describe(self, settings, split):
     return 'starved ' + self.real.describe(settings, split)
