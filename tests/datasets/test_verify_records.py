@@ -14,6 +14,7 @@ import pytest
 
 from core import errors
 from tests import damaged_data, video_testdata
+from tests.test_tf_compat import quiet_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -80,12 +81,9 @@ def test_the_summary_is_the_last_line_and_tensorflow_adds_none(digits_dir):
   reported after the summary: stdout and stderr together, the summary is the last line
   and the only one, and stderr is empty (the user's environment without the variables
   that would hide or add TensorFlow's notices)."""
-  env = dict(os.environ, PYTHONPATH=ROOT)
-  for name in ('SLIMDEPLOY_TF_VERBOSE', 'TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS'):
-    env.pop(name, None)
   argv = [sys.executable, '-m', 'datasets.verify_records', '--dataset_dir=%s' % digits_dir,
           '--splits=test']
-  together = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+  together = subprocess.run(argv, cwd=ROOT, env=quiet_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, timeout=300)
   assert together.returncode == errors.OK, together.stdout
   lines = together.stdout.splitlines()
