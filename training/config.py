@@ -136,7 +136,7 @@ class TrainConfig:
   loss_scale: float = loss_scale_param()
   loss_scale_growth_steps: int = loss_scale_growth_steps_param()
   xla: bool = xla_param()
-  # Cluster (docs/cluster.md): addresses or TF_CONFIG, synchronous replicas, timeouts.
+  # Cluster (docs/cluster.md): addresses, or TF_CONFIG, and the lifecycle timeouts.
   ps_hosts: Tuple[str, ...] = param(
       (), 'Parameter servers, host:port,...; with --worker_hosts and --job_name this task '
       'joins a cluster (or set TF_CONFIG instead).')
@@ -144,11 +144,6 @@ class TrainConfig:
                                         'first.')
   job_name: Optional[str] = param(None, 'This task\'s job in the cluster: ps or worker.')
   task_index: int = param(0, 'This task\'s index within its job.')
-  sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
-  replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
-  sync_trace: bool = param(
-      False, 'With --sync_replicas: the chief appends a line per update to '
-      '<train_dir>/sync_trace.tsv, the gradients each worker gave it and their step.')
   recovery_wait_secs: float = param(
       1.0, 'Non-chief workers poll this often for the chief\'s model (TensorFlow: 30).')
   startup_timeout_secs: float = param(
@@ -160,6 +155,11 @@ class TrainConfig:
   stop_grace_secs: float = param(
       30.0, 'On SIGTERM/SIGINT: how long a blocked step may take to end; parameter servers '
       'wait this long for the workers to leave.')
+  sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
+  replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
+  sync_trace: bool = param(
+      False, 'With --sync_replicas: the chief appends a line per update to '
+      '<train_dir>/sync_trace.tsv, the gradients each worker gave it and their step.')
 
   @property
   def is_chief(self):
