@@ -60,16 +60,20 @@ class ClonePlacement:
     scope: its name scope ('clone_i'; '' with a single clone, whose ops are then every
       op of the step).
     asked: the device the deployment asked for (`DeploymentConfig.clone_device(i)`).
-    ops_by_device: {device: number of the clone's ops that ran there}, full device names.
+    ops_by_device: {device: number of the clone's ops that ran there}, full device names,
+      the parameter servers left out.
     device: the device where most of the clone's ops ran (its input, variable reads and
       summaries run on the CPU of the worker, the rest on the clone's device); None when
       the trace holds no op of the clone.
+    ps_ops: the clone's ops that ran on a parameter server: its variables, their reads
+      and updates, which belong there; not the clone's device, so not counted above.
   """
   index: int
   scope: str
   asked: str
   ops_by_device: dict
   device: Optional[str]
+  ps_ops: int = 0
 
 
 def visible_devices(session_config=None):
@@ -97,6 +101,11 @@ def _node_devices(run_metadata):
   return devices
 
 
+def _on_ps(device, ps_device):
+  """True if `device` ('/job:ps/replica:0/task:1/device:CPU:0') is a task of the ps job."""
+  return bool(ps_device) and (device + '/').startswith(ps_device + '/')
+
+
 def _in_scope(node_name, scope):
   """True if a path segment of the node name is the scope: grappler renames nodes with a
   prefix ('ConstantFolding/clone_1/...') but keeps the original path."""
@@ -111,10 +120,13 @@ def clone_placement(run_metadata, deploy_config):
       `tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)` of a graph built by
       `model_deploy.create_clones` (or `deploy`) with `deploy_config`.
     deploy_config: the `DeploymentConfig` the graph was built with; its `clone_scope(i)`
-      names clone i's ops.
+      names clone i's ops, its `ps_device` the parameter servers' job.
 
   Returns:
-    A list of `ClonePlacement`, one per clone, in clone order.
+    A list of `ClonePlacement`, one per clone, in clone order. Ops on the parameter
+    servers are counted apart (`ps_ops`): with one clone, which has no scope, they are
+    every variable of the model with its reads and updates, and once outnumbered the
+    model's compute so the clone seemed to run on the ps.
   """
   node_devices = _node_devices(run_metadata)
   placements = []
@@ -123,9 +135,13 @@ def clone_placement(run_metadata, deploy_config):
     counts = collections.Counter(
         device for name, devices in node_devices.items() if _in_scope(name, scope)
         for device in devices)
+    ps_ops = sum(count for device, count in counts.items()
+                 if _on_ps(device, deploy_config.ps_device))
+    counts = {device: count for device, count in counts.items()
+              if not _on_ps(device, deploy_config.ps_device)}
     device = max(sorted(counts), key=counts.get) if counts else None
     placements.append(ClonePlacement(index, scope, deploy_config.clone_device(index),
-                                     dict(counts), device))
+                                     counts, device, ps_ops))
   return placements
 
 
@@ -149,18 +165,25 @@ def short_device(name):
 
 def describe_placement(placements):
   """One line per clone ('clone 1: asked /device:CPU:1, ran on /device:CPU:0 (40 of 52
-  ops) SHARED with clone 0'), for the log or a report."""
+  ops) SHARED with clone 0'; with parameter servers '... (86 of 86 ops; 42 more on the
+  parameter servers: variables, reads, updates)'), for the log or a report."""
   shared = shared_devices(placements)
   lines = []
   for placement in placements:
     if placement.device is None:
-      lines.append('clone %d: asked %s, no op of it in the trace'
-                   % (placement.index, placement.asked))
+      lines.append('clone %d: asked %s, no op of it in the trace%s'
+                   % (placement.index, placement.asked,
+                      ' but %d on the parameter servers' % placement.ps_ops
+                      if placement.ps_ops else ''))
       continue
-    total = sum(placement.ops_by_device.values())
-    line = 'clone %d: asked %s, ran on %s (%d of %d ops)' % (
+    counts = '%d of %d ops' % (placement.ops_by_device[placement.device],
+                               sum(placement.ops_by_device.values()))
+    if placement.ps_ops:
+      counts += ('; %d more on the parameter servers: variables, reads, updates'
+                 % placement.ps_ops)
+    line = 'clone %d: asked %s, ran on %s (%s)' % (
         placement.index, placement.asked or '(no device)', short_device(placement.device),
-        placement.ops_by_device[placement.device], total)
+        counts)
     others = [i for i in shared.get(placement.device, ()) if i != placement.index]
     if others:
       line += ' SHARED with clone %s' % ', '.join(str(i) for i in others)

@@ -55,6 +55,10 @@ class TrainConfig:
   momentum: float = param(0.9, 'The momentum for the MomentumOptimizer.')
   rmsprop_momentum: float = param(0.9, 'Momentum for the RMSPropOptimizer.')
   rmsprop_decay: float = param(0.9, 'Decay term for RMSProp.')
+  label_smoothing: float = param(0.0, 'The amount of label smoothing.')
+  moving_average_decay: Optional[float] = param(
+      None, 'Decay for the moving average of weights; unset = no moving average.')
+  clip_gradient_norm: float = param(0.0, 'Clip gradients to this global norm (0 = off).')
   # Learning rate.
   learning_rate_decay_type: str = param(
       'exponential', 'One of fixed, exponential, polynomial, piecewise, cosine.')
@@ -68,15 +72,7 @@ class TrainConfig:
   learning_rate_values: Tuple[float, ...] = param(
       (), 'piecewise: learning rates, one more than boundaries.')
   warmup_epochs: float = param(0.0, 'Linear warmup from 0 to the schedule, in epochs.')
-  label_smoothing: float = param(0.0, 'The amount of label smoothing.')
-  sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
-  replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
-  sync_trace: bool = param(
-      False, 'With --sync_replicas: the chief appends a line per update to '
-      '<train_dir>/sync_trace.tsv, the gradients each worker gave it and their step.')
-  moving_average_decay: Optional[float] = param(
-      None, 'Decay for the moving average of weights; unset = no moving average.')
-  clip_gradient_norm: float = param(0.0, 'Clip gradients to this global norm (0 = off).')
+  # Summaries (docs/monitoring.md).
   summarize_gradients: bool = param(False, 'Histogram and norm summaries per gradient.')
   summarize_activations: bool = param(
       False, 'Activation histograms and sparsity (zero fraction) summaries per end point.')
@@ -159,6 +155,11 @@ class TrainConfig:
   stop_grace_secs: float = param(
       30.0, 'On SIGTERM/SIGINT: how long a blocked step may take to end; parameter servers '
       'wait this long for the workers to leave.')
+  sync_replicas: bool = param(False, 'Whether to synchronize the replicas during training.')
+  replicas_to_aggregate: int = param(1, 'Gradients to collect before updating params.')
+  sync_trace: bool = param(
+      False, 'With --sync_replicas: the chief appends a line per update to '
+      '<train_dir>/sync_trace.tsv, the gradients each worker gave it and their step.')
 
   @property
   def is_chief(self):

@@ -14,9 +14,17 @@ import math
 
 from tf_compat import tf
 
-__all__ = ['OPTIMIZERS', 'LEARNING_RATE_SCHEDULES', 'global_batch_size', 'steps_per_epoch',
-           'decay_steps', 'configure_learning_rate', 'configure_optimizer',
-           'examples_per_worker_step']
+__all__ = ['OPTIMIZERS', 'LEARNING_RATE_SCHEDULES', 'SCHEDULE_FLAGS', 'global_batch_size',
+           'steps_per_epoch', 'decay_steps', 'configure_learning_rate', 'learning_rates_at',
+           'configure_optimizer', 'examples_per_worker_step']
+
+# The flags a schedule reads: its own, the step limit (a cosine ends there) and those of
+# the global batch (schedules in epochs are converted to steps with it).
+SCHEDULE_FLAGS = ('learning_rate_decay_type', 'learning_rate', 'end_learning_rate',
+                  'learning_rate_decay_factor', 'num_epochs_per_decay',
+                  'learning_rate_boundaries', 'learning_rate_values', 'warmup_epochs',
+                  'max_number_of_steps', 'batch_size', 'num_clones', 'num_micro_batches',
+                  'sync_replicas', 'replicas_to_aggregate')
 
 
 def examples_per_worker_step(config):
@@ -104,6 +112,16 @@ def configure_learning_rate(config, num_samples, global_step):
     fraction = tf.minimum(1.0, (step + 1.0) / float(warmup))
     rate = tf.multiply(rate, fraction, name='warmup_learning_rate')
   return rate
+
+
+def learning_rates_at(configs, num_samples, global_step):
+  """[float] the learning rate of each config's schedule at `global_step`, from the same
+  graph code as training's (a small graph, run on the CPU)."""
+  with tf.Graph().as_default():
+    step = tf.constant(global_step, tf.int64)
+    rates = [configure_learning_rate(config, num_samples, step) for config in configs]
+    with tf.Session(config=tf.ConfigProto(device_count={'GPU': 0})) as sess:
+      return [float(rate) for rate in sess.run(rates)]
 
 
 OPTIMIZERS = {

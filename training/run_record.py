@@ -5,7 +5,10 @@ At the start:
                   (a copied run replayed from it writes where it is told, never into the
                   original) and except the cluster's addresses and this task's place in it
                   (they belong to the cluster, not to the recipe);
-                  `python train_image_classifier.py --flagfile=flags.cfg --train_dir=DIR`
+                  `python train_image_classifier.py --flagfile=flags.cfg --train_dir=DIR`;
+                  when the run resumes, the flags.cfg it finds is first compared with the
+                  new flags: a changed learning-rate schedule is named in one log line
+                  with the rate at the resumed step before and after;
   TensorBoard     text summaries `run/flags` (the same flags) and `run/topology` (job,
                   clones, devices, batch per clone, worker and global, ps tasks), written
                   with the first step through the run's own summary writer (one events
@@ -15,19 +18,21 @@ At the end: the end marker (`checkpoints.end_marker`), after the last checkpoint
 """
 
 import dataclasses
+import math
 import os
 
-from absl import logging
+from absl import flags, logging
 from tensorboard.summary import v1 as summary_v1
 
 from checkpoints import end_marker, paths
 from core.files import write_text_atomically
+from core.params import config_from_flags, define_flags
 from training import optimization
 from training.config import TrainConfig
 from tf_compat import tf
 
-__all__ = ['FLAGFILE', 'flag_lines', 'per_clone_batch', 'start_run', 'write_run_summaries',
-           'end_run']
+__all__ = ['FLAGFILE', 'flag_lines', 'recorded_config', 'schedule_change', 'per_clone_batch',
+           'start_run', 'write_run_summaries', 'end_run']
 
 FLAGFILE = 'flags.cfg'
 # Where the run was, not what it was: left out of the replayable flagfile.
@@ -49,6 +54,72 @@ def flag_lines(config):
           for field in dataclasses.fields(TrainConfig)
           if field.name not in _NOT_REPLAYED and getattr(config, field.name) is not None
           and getattr(config, field.name) != ()]
+
+
+def recorded_config(path):
+  """The TrainConfig a flags.cfg replays (the fields it leaves out at their defaults).
+
+  Raises:
+    absl.flags.Error: a line that is not a training flag of this version.
+  """
+  values = flags.FlagValues()
+  define_flags(TrainConfig, values)
+  values(['flags.cfg', '--flagfile=%s' % path])
+  return config_from_flags(TrainConfig, values)
+
+
+def _shown(value):
+  return ','.join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+def schedule_change(recorded, config, num_samples, global_step):
+  """How the learning-rate schedule of `config` differs from the `recorded` run's.
+
+  Returns:
+    None when no schedule flag differs, else (changes, before, after): changes lists
+    '--name old -> new' per flag of `optimization.SCHEDULE_FLAGS` that differs; before
+    and after are the learning rates at `global_step` of the recorded and new schedules.
+  """
+  changes = ['--%s %s -> %s' % (name, _shown(getattr(recorded, name)),
+                                _shown(getattr(config, name)))
+             for name in optimization.SCHEDULE_FLAGS
+             if getattr(recorded, name) != getattr(config, name)]
+  if not changes:
+    return None
+  old = dataclasses.replace(config, **{name: getattr(recorded, name)
+                                       for name in optimization.SCHEDULE_FLAGS})
+  before, after = optimization.learning_rates_at([old, config], num_samples, global_step)
+  return changes, before, after
+
+
+def _compare_schedule(config, setup):
+  """Before flags.cfg is rewritten: a resumed run's schedule against the recorded one's.
+  A changed rate at the resumed step is a warning (a longer cosine restarts high); a
+  change that leaves it alone, one info line."""
+  path = os.path.join(config.train_dir, FLAGFILE)
+  if not setup.resume_checkpoint or not tf.io.gfile.exists(path):
+    return
+  try:
+    recorded = recorded_config(path)
+  except flags.Error as error:
+    logging.warning('Resuming: the learning-rate schedule is not compared with the '
+                    'recorded run\'s, %s does not read as this version\'s flags (%s)',
+                    path, error)
+    return
+  step = paths.global_step_of(tf.train.load_checkpoint(setup.resume_checkpoint),
+                              setup.resume_checkpoint)
+  change = schedule_change(recorded, config, setup.dataset.num_samples, step)
+  if change is None:
+    return
+  changes, before, after = change
+  if math.isclose(before, after, rel_tol=1e-6):
+    logging.info('Resuming at global step %d with the learning-rate flags changed (%s): '
+                 'the rate at step %d stays %.6g; later steps follow the new flags',
+                 step, ', '.join(changes), step, before)
+  else:
+    logging.warning('Resuming at global step %d with another learning-rate schedule than '
+                    'the run recorded in %s (%s): the rate at step %d was %.6g, it is now '
+                    '%.6g', step, path, ', '.join(changes), step, before, after)
 
 
 def per_clone_batch(config):
@@ -93,6 +164,7 @@ def start_run(config, setup):
   if paths.make_state_relative(config.train_dir):
     logging.info('%s/checkpoint named checkpoints by other paths (a moved or copied run): '
                  'rewritten to names inside this directory', config.train_dir)
+  _compare_schedule(config, setup)
   lines = flag_lines(config)
   text = ('# Replay: python train_image_classifier.py --flagfile=%s --train_dir=DIR\n'
           '# (the cluster addresses and this task are not part of the recipe)\n%s\n'

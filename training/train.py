@@ -355,8 +355,9 @@ def train(config, stop_event=None):
   if step_fn.stopped_for_damage:
     raise _too_many_damaged(config, setup, graph.skips)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
-  logging.info('Training done at global step %s; checkpoint %s',
-               step_fn.last_global_step, checkpoint)
+  logging.info('Training done at global step %s; %s', step_fn.last_global_step,
+               'checkpoint %s' % checkpoint if config.is_chief
+               else 'checkpoints are written by the chief (worker 0)')
   if graph.progress_scalars:
     logging.info('Loss scale at the end: %g; steps skipped for overflow: %d',
                  step_fn.last_value('loss_scale') or 0,

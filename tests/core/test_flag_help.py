@@ -101,3 +101,19 @@ def test_field_groups_follow_the_group_comments():
   assert groups['learning_rate'] == 'Learning rate'
   assert groups['ps_hosts'] == 'Cluster'
   assert set(groups) == set(_flag_names(TrainConfig))
+
+
+def test_each_training_flag_is_in_the_group_of_what_it_sets():
+  """--sync_replicas and --replicas_to_aggregate were listed with the learning rate."""
+  groups = flag_help.field_groups(TrainConfig)
+  for name in ('sync_replicas', 'replicas_to_aggregate', 'sync_trace', 'worker_hosts'):
+    assert groups[name] == 'Cluster', name
+  for name in ('label_smoothing', 'moving_average_decay', 'clip_gradient_norm'):
+    assert groups[name] == 'Optimizer', name
+  for name in ('summarize_gradients', 'summarize_activations'):
+    assert groups[name] == 'Summaries', name
+  learning_rate = sorted(name for name, group in groups.items() if group == 'Learning rate')
+  assert learning_rate == sorted(['learning_rate_decay_type', 'learning_rate',
+                                  'end_learning_rate', 'learning_rate_decay_factor',
+                                  'num_epochs_per_decay', 'learning_rate_boundaries',
+                                  'learning_rate_values', 'warmup_epochs'])

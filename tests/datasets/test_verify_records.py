@@ -6,6 +6,7 @@ rebuilds it, status 3. What to expect is computed here from the framing, the ind
 the records (tests/damaged_data.py)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import pytest
 
 from core import errors
 from tests import damaged_data, video_testdata
+from tests.test_tf_compat import quiet_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -72,3 +74,19 @@ def _no_record_there(path, video, chunk):
   return ('its index lists frames %d..%d of video %s at bytes %d..%d, where the shard holds '
           'no readable record starting there' % (frames[chunk], frames[chunk + 1] - 1,
                                                   video_id, bounds[chunk], bounds[chunk + 1]))
+
+
+def test_the_summary_is_the_last_line_and_tensorflow_adds_none(digits_dir):
+  """TensorFlow's start-up notices (absl::InitializeLog, oneDNN, CPU features) were
+  reported after the summary: stdout and stderr together, the summary is the last line
+  and the only one, and stderr is empty (the user's environment without the variables
+  that would hide or add TensorFlow's notices)."""
+  argv = [sys.executable, '-m', 'datasets.verify_records', '--dataset_dir=%s' % digits_dir,
+          '--splits=test']
+  together = subprocess.run(argv, cwd=ROOT, env=quiet_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=300)
+  assert together.returncode == errors.OK, together.stdout
+  lines = together.stdout.splitlines()
+  assert len(lines) == 1 and re.fullmatch(
+      r'checked \d+ shards of %s: (\d+) images, \1 frames; every record reads and decodes'
+      % re.escape(digits_dir), lines[0]), together.stdout

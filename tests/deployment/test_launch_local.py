@@ -213,6 +213,22 @@ def _check_traffic(train_dir, logs):
         assert float(sent) * 1e6 <= model_bytes + 0.01e6, (found, model_bytes)
 
 
+def _check_worker_lines(logs, num_workers):
+  """Each worker's one clone ran on its own CPU, not on the ps that holds its variables;
+  only the chief names a checkpoint at the end."""
+  for index in range(num_workers):
+    text = logs['worker-%d.log' % index]
+    ran_on = re.findall(r'Placement: clone 0: asked \S+, ran on (\S+) \(', text)
+    assert (len(ran_on) == 1
+            and ran_on[0].startswith('/job:worker/replica:0/task:%d/device:' % index)), ran_on
+    done = re.findall(r'Training done at global step \d+; (.*)', text)
+    assert len(done) == 1, text[-3000:]
+    if index == 0:
+      assert done[0].startswith('checkpoint ') and 'model.ckpt-' in done[0], done
+    else:
+      assert done == ['checkpoints are written by the chief (worker 0)'], done
+
+
 def _steps_from_rates(events):
   """Steps done between the first and the last of a rate's lines: rate x interval."""
   return sum(rate * (t - t0) for (t0, _, _), (t, _, rate) in zip(events, events[1:]))
@@ -282,6 +298,7 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
   for name, text in logs.items():
     assert_clean_log(text, name)
   assert 'All %d workers left: parameter server 0 exits' % num_workers in logs['ps-0.log']
+  _check_worker_lines(logs, num_workers)
   if sync_flags:
     assert 'Synchronous with 1 backup worker(s)' in logs['worker-0.log']
     # With a backup worker there is no big-batch equivalence; what holds is that each

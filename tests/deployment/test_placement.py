@@ -111,3 +111,94 @@ def test_short_device_drops_only_the_local_prefix():
   assert placement.short_device(CPU % 1) == '/device:CPU:1'
   assert (placement.short_device('/job:worker/replica:0/task:1/device:GPU:0')
           == '/job:worker/replica:0/task:1/device:GPU:0')
+
+
+
+def _ps_graph_trace(num_clones):
+  """A worker's step as a cluster traces it, made from a graph built for 1 ps task: each
+  op the train op needs, on the device the graph placed it (unplaced: the worker's CPU),
+  by its full name. Returns (deploy_config, run_metadata, {op name: full device})."""
+  deploy_config = model_deploy.DeploymentConfig(
+      num_clones=num_clones, clone_on_cpu=True, num_ps_tasks=1, num_replicas=2,
+      replica_id=1)
+  graph = tf.Graph()
+  with graph.as_default():
+    def clone_fn():
+      net = tf.random.uniform([4, 8])
+      for layer in range(3):
+        weights = tf.get_variable('weights_%d' % layer, [8, 8])
+        net = tf.nn.relu(tf.matmul(net, weights))
+      tf.losses.mean_squared_error(tf.zeros_like(net), net)
+    train_op = model_deploy.deploy(
+        deploy_config, clone_fn, optimizer=tf.train.GradientDescentOptimizer(0.1)).train_op
+  needed, pending = {}, [train_op.op]
+  while pending:  # The step's ops: train_op and what it depends on (no initializers).
+    op = pending.pop()
+    if op.name not in needed:
+      spec = tf.DeviceSpec.from_string(op.device or '/job:worker/task:1/device:CPU:0')
+      needed[op.name] = '/job:%s/replica:0/task:%d/device:%s:%d' % (
+          spec.job, spec.task, spec.device_type, spec.device_index)
+      pending += [tensor.op for tensor in op.inputs] + list(op.control_inputs)
+  return deploy_config, _trace(needed), needed
+
+
+def _trace(devices):
+  """RunMetadata whose step ran each node of {node name: device} once."""
+  run_metadata = tf.RunMetadata()
+  by_device = {}
+  for name, device in sorted(devices.items()):
+    if device not in by_device:
+      by_device[device] = run_metadata.step_stats.dev_stats.add(device=device)
+    by_device[device].node_stats.add(node_name=name)
+  return run_metadata
+
+
+@pytest.mark.parametrize('num_clones', [1, 2])
+def test_ops_on_parameter_servers_are_counted_apart_from_the_clone(num_clones):
+  deploy_config, run_metadata, devices = _ps_graph_trace(num_clones)
+  placements = placement.clone_placement(run_metadata, deploy_config)
+  worker_cpu = '/job:worker/replica:0/task:1/device:CPU:%d'
+  assert [p.device for p in placements] == [worker_cpu % i for i in range(num_clones)]
+  for p in placements:
+    mine = {name: device for name, device in devices.items()
+            if num_clones == 1 or p.scope in name.split('/')}
+    on_ps = [name for name, device in mine.items() if device.startswith('/job:ps/')]
+    assert p.ps_ops == len(on_ps)
+    assert sum(p.ops_by_device.values()) == len(mine) - len(on_ps)
+    assert not any(device.startswith('/job:ps/') for device in p.ops_by_device)
+  # One clone has no scope: every variable of the model, its update included, is its.
+  if num_clones == 1:
+    assert placements[0].ps_ops > 0
+
+
+def test_one_clone_runs_on_its_worker_although_the_ps_ran_more_ops():
+  """As a 1-clone I3D worker traced it (2,268 ops, 1,110 on the ps: a variable, its
+  momentum slot, its update, the tensors sent and received); with a second ps task, or
+  grappler folding more of the model, the ps holds more of the step than the worker's
+  CPU, and counting every op named the ps as the clone's device."""
+  ps = '/job:ps/replica:0/task:0/device:CPU:0'
+  worker = '/job:worker/replica:0/task:0/device:CPU:0'
+  devices = {'i3d/Conv3d_%d/%s' % (layer, op): worker for layer in range(10)
+             for op in ('conv3d', 'relu', 'grad')}
+  devices.update({'i3d/Conv3d_%d/weights%s' % (layer, op): ps for layer in range(10)
+                  for op in ('', '/Momentum', '/ApplyMomentum', '/_recv_grad')})
+  deploy_config = model_deploy.DeploymentConfig(num_ps_tasks=1, clone_on_cpu=True)
+  placements = placement.clone_placement(_trace(devices), deploy_config)
+  assert placements[0].device == worker
+  assert (placements[0].ops_by_device, placements[0].ps_ops) == ({worker: 30}, 40)
+  assert placement.describe_placement(placements) == [
+      'clone 0: asked /job:worker/task:0/device:CPU:0, ran on /job:worker/replica:0/task:0/'
+      'device:CPU:0 (30 of 30 ops; 40 more on the parameter servers: variables, reads, '
+      'updates)']
+
+
+def test_a_clone_seen_only_on_the_ps_says_so():
+  run_metadata = tf.RunMetadata()
+  ps = run_metadata.step_stats.dev_stats.add(device='/job:ps/replica:0/task:0/device:CPU:0')
+  ps.node_stats.add(node_name='weights')
+  deploy_config = model_deploy.DeploymentConfig(num_ps_tasks=1)
+  placements = placement.clone_placement(run_metadata, deploy_config)
+  assert placements[0].device is None and placements[0].ps_ops == 1
+  assert placement.describe_placement(placements) == [
+      'clone 0: asked /job:worker/task:0/device:GPU:0, no op of it in the trace but 1 on '
+      'the parameter servers']
