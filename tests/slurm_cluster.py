@@ -4,7 +4,7 @@
 as root (CI does); elsewhere it returns why not, and the Slurm tests skip with it.
 `SlurmCluster` writes slurm.conf in a scratch directory (16 CPUs declared on this 2-core
 machine with SlurmdParameters=config_overrides; no slurmdbd: the jobs' ends are in a
-jobcomp/filetxt log and `scontrol show job`), starts a private munged (its own socket,
+jobcomp/filetxt log, the lines sacct would show), starts a private munged (its own socket,
 the key in /etc/munge), slurmctld and slurmd on free ports, and, as a context manager,
 stops all three whatever happens. Every client call goes through `env` (SLURM_CONF).
 """
@@ -24,8 +24,6 @@ PACKAGES = ('slurmctld', 'slurmd', 'slurm-client', 'munge')
 PROGRAMS = ('munged', 'slurmctld', 'slurmd', 'sbatch', 'scontrol', 'scancel', 'sinfo', 'squeue')
 MUNGE_KEY = '/etc/munge/munge.key'
 RESERVED_PORTS = (24000, 24999)   # MpiParams=ports: srun --resv-ports hands these out.
-TERMINAL_STATES = ('COMPLETED', 'CANCELLED', 'FAILED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY',
-                   'PREEMPTED', 'BOOT_FAIL', 'DEADLINE')
 
 SLURM_CONF = """\
 ClusterName=slimdeploy-test
@@ -51,6 +49,7 @@ MpiDefault=none
 MpiParams=ports={ports[0]}-{ports[1]}
 JobCompType=jobcomp/filetxt
 JobCompLoc={dir}/jobcomp.log
+MinJobAge=4
 ReturnToService=2
 KillWait=30
 NodeName={node} NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
@@ -167,9 +166,7 @@ class SlurmCluster:
     subprocess.run(['scancel', '--user=root'], env=self.env, capture_output=True,
                    check=False, timeout=30)
     deadline = time.time() + 45   # KillWait (30 s), then the tasks are killed.
-    while time.time() < deadline and subprocess.run(
-        ['squeue', '-h'], env=self.env, capture_output=True, text=True,
-        check=False).stdout.strip():
+    while time.time() < deadline and self._queued():
       time.sleep(0.5)
     for name in ('slurmd.pid', 'slurmctld.pid'):
       _stop(os.path.join(self.dir, name))
@@ -177,26 +174,39 @@ class SlurmCluster:
     shutil.rmtree(self.munge_dir, ignore_errors=True)
 
   def job(self, job_id):
-    """{field: value} of `scontrol show job` (JobState, ExitCode, RunTime, ...)."""
-    text = self._run(['scontrol', 'show', 'job', '-o', str(job_id)])
-    return dict(re.findall(r'(\w+)=(\S*)', text))
+    """{field: value} of the job's line in the jobcomp/filetxt log (JobState, ExitCode,
+    StartTime, EndTime...: what sacct would show), or None before the job has ended.
+
+    The log, not `scontrol show job`: MinJobAge=4 purges ended jobs from slurmctld
+    within about a minute, and keeps `sbatch --wait` polling every 2 s (it sleeps 2 s,
+    then 4 times longer, up to 32 s, while that is below MinJobAge / 2: up to half a
+    minute late with the default 300)."""
+    path = os.path.join(self.dir, 'jobcomp.log')
+    lines = []
+    if os.path.exists(path):
+      with open(path) as log:
+        lines = [line for line in log if re.search(r'\bJobId=%s\b' % job_id, line)]
+    return dict(re.findall(r'(\w+)=(\S*)', lines[-1])) if lines else None
 
   def wait_for_end(self, job_id, timeout):
-    """Polls until the job reaches a final state; returns its `job` fields."""
+    """Polls until the job has ended and its processes too (a cancelled job's line is
+    written at the scancel, its tasks have KillWait to end: squeue lists it meanwhile,
+    state CG); returns its `job` fields."""
     deadline = time.time() + timeout
     while time.time() < deadline:
       fields = self.job(job_id)
-      if fields['JobState'] in TERMINAL_STATES:
+      if fields and not self._queued(job_id):
         return fields
       time.sleep(0.5)
-    raise AssertionError('Slurm job %s did not end within %d s: %s'
-                         % (job_id, timeout, self.job(job_id)))
+    raise AssertionError('Slurm job %s did not end within %d s:\n%s'
+                         % (job_id, timeout, self.daemon_logs()))
 
-  def jobcomp_lines(self, job_id):
-    """The job's line of the jobcomp/filetxt log (what sacct would read)."""
-    path = os.path.join(self.dir, 'jobcomp.log')
-    with open(path) as log:
-      return [line.strip() for line in log if re.search(r'\bJobId=%s\b' % job_id, line)]
+
+  def _queued(self, job_id=None):
+    """True while squeue lists the job (any job when None), completing ones included."""
+    command = ['squeue', '-h'] + (['-j', str(job_id)] if job_id else [])
+    return bool(subprocess.run(command, env=self.env, capture_output=True, text=True,
+                               check=False).stdout.strip())
 
 
 def _stop(pid_file, grace_secs=10):
