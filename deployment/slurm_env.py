@@ -1,7 +1,8 @@
 """A parameter-server cluster read from a Slurm job step's environment (`--addressing=slurm`).
 
 One `srun` step runs P + W tasks (configs/slurm/train.sbatch): tasks 0..P-1 are the
-parameter servers, tasks P.. the workers (task P is the chief). Every task rebuilds the
+parameter servers, tasks P.. the workers (task P is the chief); P is --num_ps_tasks, or
+SLIMDEPLOY_NUM_PS for callers that pass only the environment. Every task rebuilds the
 same cluster from what srun sets: the step's nodes (SLURM_STEP_NODELIST, hostlist syntax
 `node[01-03,07],gpu5`), tasks per node (SLURM_STEP_TASKS_PER_NODE, `2(x3),1`) and the task
 distribution (block or cyclic), checked against the task ids Slurm put on this node
@@ -170,15 +171,22 @@ def _check_own_node(environ, nodes, procid, distribution):
                        % (gtids, distribution, ','.join(map(str, expected))))
 
 
-def task_from_environ(environ, num_ps):
+def task_from_environ(environ, num_ps=None):
   """This task of the step's cluster; None outside an srun step or in a one-task step.
 
   Args:
     environ: a mapping like os.environ, holding srun's SLURM_* variables.
-    num_ps: P, the number of parameter servers (--num_ps_tasks): tasks 0..P-1.
+    num_ps: P, the number of parameter servers (--num_ps_tasks): tasks 0..P-1; None =
+      SLIMDEPLOY_NUM_PS from `environ` (configs/slurm/train.sbatch sets both).
   """
   if not in_step(environ):
     return None
+  if num_ps is None:
+    text = environ.get('SLIMDEPLOY_NUM_PS', '0').strip()
+    if not text.isdigit():
+      raise ClusterError('SLIMDEPLOY_NUM_PS=%r: expected the number of parameter servers'
+                         % text)
+    num_ps = int(text)
   ntasks_name = 'SLURM_STEP_NUM_TASKS' if 'SLURM_STEP_NUM_TASKS' in environ else 'SLURM_NTASKS'
   ntasks, procid = _int(environ, ntasks_name), _int(environ, 'SLURM_PROCID')
   if ntasks == 1 and not num_ps:

@@ -110,6 +110,15 @@ def test_mistakes_are_one_line_naming_the_variable(extra, num_ps, match):
   assert '\n' not in str(error.value)
 
 
+def test_p_from_the_environment_when_not_given():
+  task = slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='2'))
+  assert (task.num_ps, task.job_name, task.task_index) == (2, 'ps', 1)
+  with pytest.raises(ClusterError, match='--num_ps_tasks=0'):
+    slurm_env.task_from_environ(step(1))
+  with pytest.raises(ClusterError, match="SLIMDEPLOY_NUM_PS='two'"):
+    slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='two'))
+
+
 def test_no_cluster_outside_a_step_or_in_a_one_task_step():
   assert slurm_env.task_from_environ({'SLURM_JOB_ID': '5', 'SLURM_PROCID': '0'}, 1) is None
   one = step(0, ntasks=1, nodelist='n1', per_node='1')
