@@ -6,7 +6,8 @@ r"""Trains a classifier on one machine (clones) or many (replicas), TF-Slim styl
 Flags keep train_image_classifier's names and defaults (see training/config.py for the
 differences and why); `--flagfile=configs/...cfg` reads a recipe. In a cluster every
 task runs this same command plus `--ps_hosts --worker_hosts --job_name --task_index`
-(or TF_CONFIG); `python -m deployment.launch_local` starts a whole cluster on this host.
+(or TF_CONFIG, or Slurm's environment: configs/slurm/); `python -m
+deployment.launch_local` starts a whole cluster on this host.
 Exit status (core/errors.py, the same table for every entry point): 0 done or stopped by
 SIGTERM, 2 bad flags, 3 damaged records (a shard that cannot be read, or more videos with
 frames that do not decode than --max_damaged_fraction allows; docs/monitoring.md),
@@ -33,8 +34,7 @@ def main(argv):
     return errors.USAGE
   logging.set_verbosity(logging.INFO)
   try:
-    job = lifecycle.resolve_job(config_from_flags(TrainConfig, FLAGS),
-                                os.environ.get('TF_CONFIG'))
+    job = lifecycle.resolve_job(config_from_flags(TrainConfig, FLAGS), os.environ)
   except errors.EXPECTED as error:
     return errors.report(error)
   status = lifecycle.run_job(job)

@@ -9,10 +9,11 @@ summaries). A task learns its place from the legacy flags
 or from the TF_CONFIG environment variable that Kubeflow's TFJob operator and most
 schedulers set. TF_CONFIG's separate `chief` (or `master`) task is folded in as worker 0
 and the workers shift up by one, so every task computes the same cluster; an `evaluator`
-entry is dropped (it does not train). A scheduler's own environment also places a task:
-a Kubernetes JobSet pod's (`deployment/jobset_env.py`), read when neither the flags nor
-TF_CONFIG describe a cluster, or when `addressing` names it. `resolve_task` returns a
-`TaskSpec`, or None when nothing describes a cluster (a single process).
+entry is dropped (it does not train). `resolve_task` returns a `TaskSpec`, or None when
+neither describes a cluster (a single process). `find_task` adds the trainer's
+--addressing: the registry ADDRESSINGS of environments a scheduler sets (TF_CONFIG,
+Slurm's srun step in deployment/slurm_env.py, a JobSet pod), each found by itself
+under --addressing=auto (deployment/jobset_env.py reads a JobSet pod's).
 
 Mistakes raise `ClusterError` (a ValueError) with one line naming the flag (or TF_CONFIG
 key), the bad value and what would be accepted.
@@ -31,7 +32,6 @@ This module knows cluster addresses and devices only: nothing about data or mode
 """
 
 import dataclasses
-import importlib
 import json
 import os
 import re
@@ -44,17 +44,12 @@ from absl import logging
 from tf_compat import tf
 
 __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
-           'task_from_tf_config', 'device_filters', 'start_server', 'announce_leaving',
+           'task_from_tf_config', 'find_task', 'register_addressing', 'ADDRESSINGS',
+           'ADDRESSING_CHOICES', 'device_filters', 'start_server', 'announce_leaving',
            'wait_for_workers_to_leave', 'ParameterServerMonitor', 'server_inter_op_threads']
 
 JOBS = ('ps', 'worker')
 _LEAVING_QUEUE = 'slimdeploy_leaving_ps%d'
-# Schedulers whose environment places a task: addressing name -> the module whose
-# task_from_environ(environ) reads it (imported when used: it imports this module).
-ENVIRONMENT_ADDRESSINGS = {
-    'jobset': 'deployment.jobset_env',
-}
-ADDRESSINGS = ('auto', 'flags', 'tf_config') + tuple(ENVIRONMENT_ADDRESSINGS)
 _HOST_PORT = re.compile(r'^[^\s:/,]+:(\d+)$|^\[[0-9a-fA-F:.]+\]:(\d+)$')
 
 
@@ -69,7 +64,7 @@ class TaskSpec:
   worker_hosts: tuple
   job_name: str
   task_index: int
-  source: str = 'flags'   # 'flags' or 'TF_CONFIG', for messages
+  source: str = 'flags'   # 'flags', 'TF_CONFIG', 'Slurm job N', for messages
 
   num_ps = property(lambda self: len(self.ps_hosts))
   num_workers = property(lambda self: len(self.worker_hosts))
@@ -213,40 +208,8 @@ def task_from_tf_config(text):
                      'TF_CONFIG task.type', 'TF_CONFIG task.index')
 
 
-def _task_from_scheduler(addressing, environ):
-  """The task an environment-reading scheduler gives (the one named, or the first of all
-  in 'auto'), or None."""
-  names = [addressing] if addressing in ENVIRONMENT_ADDRESSINGS else list(
-      ENVIRONMENT_ADDRESSINGS)
-  for name in names:
-    task = importlib.import_module(ENVIRONMENT_ADDRESSINGS[name]).task_from_environ(environ)
-    if task is not None:
-      return task
-  if addressing != 'auto':
-    raise ClusterError('--addressing=%s but this process has no %s environment (see '
-                       'docs/cluster.md)' % (addressing, addressing))
-  return None
-
-
-def resolve_task(ps_hosts=(), worker_hosts=(), job_name=None, task_index=0, tf_config=None,
-                 addressing='auto', environ=None):
-  """The TaskSpec from the flags or from TF_CONFIG (not both), or from a scheduler's
-  environment (`environ`, default os.environ) when neither is given or `addressing` names
-  it; None for no cluster."""
-  if addressing not in ADDRESSINGS:
-    raise ClusterError('--addressing=%s is not known; valid: %s'
-                       % (addressing, ', '.join(ADDRESSINGS)))
-  given = bool(ps_hosts or worker_hosts or job_name) or bool(tf_config and tf_config.strip())
-  if addressing in ENVIRONMENT_ADDRESSINGS or (addressing == 'auto' and not given):
-    if given:
-      raise ClusterError('--addressing=%s reads the cluster from the environment; drop '
-                         '--ps_hosts/--worker_hosts/--job_name and TF_CONFIG' % addressing)
-    task = _task_from_scheduler(addressing, os.environ if environ is None else environ)
-    if task is not None and task_index:
-      raise ClusterError('--task_index=%d conflicts with the %s environment, which gives '
-                         'the task index; drop --task_index' % (task_index, task.source))
-    if task is not None or not task_index:
-      return task
+def resolve_task(ps_hosts=(), worker_hosts=(), job_name=None, task_index=0, tf_config=None):
+  """The TaskSpec from the flags or from TF_CONFIG (not both), or None for no cluster."""
   if (ps_hosts or worker_hosts or job_name) and tf_config and tf_config.strip():
     raise ClusterError('both --ps_hosts/--worker_hosts/--job_name and TF_CONFIG describe a '
                        'cluster; use one (unset TF_CONFIG or drop the flags)')
@@ -259,6 +222,77 @@ def resolve_task(ps_hosts=(), worker_hosts=(), job_name=None, task_index=0, tf_c
     raise ClusterError('--task_index=%d conflicts with TF_CONFIG, which gives the task '
                        'index; drop --task_index' % task_index)
   return from_flags or from_env
+
+
+# --addressing: where a task finds its place. 'flags' reads --ps_hosts/--worker_hosts/
+# --job_name/--task_index; each entry of ADDRESSINGS reads one environment, its `find`
+# returning the TaskSpec, or None when that environment is absent; 'auto' takes the
+# flags or TF_CONFIG (deliberate choices) first, then a scheduler's environment (ambient:
+# every process of a Slurm job has one).
+@dataclasses.dataclass(frozen=True)
+class Addressing:
+  find: object   # (environ mapping, num_ps from --num_ps_tasks) -> TaskSpec or None
+  needs: str     # what must be set, for the error when it was asked for and is absent
+
+
+ADDRESSINGS = {}
+
+
+def register_addressing(name, find, needs):
+  """Adds an environment source `--addressing=name`; refuses a name twice."""
+  if name in ADDRESSINGS or name in ('auto', 'flags'):
+    raise ValueError('addressing %r is already registered' % name)
+  ADDRESSINGS[name] = Addressing(find, needs)
+
+
+def _slurm(environ, num_ps):
+  from deployment import slurm_env  # pylint: disable=import-outside-toplevel  (it imports us)
+  return slurm_env.task_from_environ(environ, num_ps)
+
+
+def _jobset(environ, num_ps):  # pylint: disable=unused-argument  (the pod's env gives P)
+  from deployment import jobset_env  # pylint: disable=import-outside-toplevel  (it imports us)
+  return jobset_env.task_from_environ(environ)
+
+
+register_addressing('tf_config', lambda environ, num_ps: task_from_tf_config(
+    environ.get('TF_CONFIG')), 'TF_CONFIG')
+register_addressing('slurm', _slurm, 'a task of an srun step of P + W tasks (SLURM_STEP_ID, '
+                    'SLURM_PROCID) with --num_ps_tasks=P')
+register_addressing('jobset', _jobset, 'a JobSet pod (JOBSET_NAME)')
+ADDRESSING_CHOICES = ('auto', 'flags') + tuple(ADDRESSINGS)
+
+
+def find_task(addressing, host_flags, environ, num_ps=0):
+  """The TaskSpec from the source `addressing` names, or None for a single process.
+
+  Args:
+    addressing: one of ADDRESSING_CHOICES (--addressing).
+    host_flags: (ps_hosts, worker_hosts, job_name, task_index), the legacy flags.
+    environ: a mapping like os.environ.
+    num_ps: --num_ps_tasks (Slurm's step does not say how many of its tasks are ps).
+  """
+  if addressing == 'auto':
+    task = resolve_task(*host_flags, tf_config=environ.get('TF_CONFIG'))
+    for name in ('slurm', 'jobset'):
+      task = task or ADDRESSINGS[name].find(environ, num_ps)
+    return task
+  if addressing == 'flags':
+    task = task_from_flags(*host_flags)
+    if task is None:
+      raise ClusterError('--addressing=flags needs --ps_hosts, --worker_hosts and --job_name')
+    return task
+  if addressing not in ADDRESSINGS:
+    raise ClusterError('--addressing=%s is not known; valid: %s'
+                       % (addressing, ', '.join(ADDRESSING_CHOICES)))
+  if any(host_flags):
+    raise ClusterError('--addressing=%s reads the cluster from the environment; drop '
+                       '--ps_hosts/--worker_hosts/--job_name/--task_index' % addressing)
+  task = ADDRESSINGS[addressing].find(environ, num_ps)
+  if task is None:
+    raise ClusterError('--addressing=%s found no cluster: it needs %s'
+                       % (addressing, ADDRESSINGS[addressing].needs))
+  return task
 
 
 def device_filters(deploy_config):

@@ -136,7 +136,8 @@ class TrainConfig:
   loss_scale: float = loss_scale_param()
   loss_scale_growth_steps: int = loss_scale_growth_steps_param()
   xla: bool = xla_param()
-  # Cluster (docs/cluster.md): addresses, or TF_CONFIG, and the lifecycle timeouts.
+  # Cluster (docs/cluster.md): addresses, TF_CONFIG or a scheduler's environment, and the
+  # lifecycle timeouts.
   ps_hosts: Tuple[str, ...] = param(
       (), 'Parameter servers, host:port,...; with --worker_hosts and --job_name this task '
       'joins a cluster (or set TF_CONFIG instead).')
@@ -144,6 +145,11 @@ class TrainConfig:
                                         'first.')
   job_name: Optional[str] = param(None, 'This task\'s job in the cluster: ps or worker.')
   task_index: int = param(0, 'This task\'s index within its job.')
+  addressing: str = param(
+      'auto', 'Where this task finds its cluster: flags (--ps_hosts...), tf_config '
+      '(TF_CONFIG), slurm (an srun step of P + W tasks, P = --num_ps_tasks; configs/slurm/), '
+      'jobset (a JobSet pod), or auto: the flags or TF_CONFIG if set, else Slurm\'s or '
+      'JobSet\'s environment.')
   recovery_wait_secs: float = param(
       1.0, 'Non-chief workers poll this often for the chief\'s model (TensorFlow: 30).')
   startup_timeout_secs: float = param(

@@ -1,13 +1,14 @@
 """One training task from start to exit status: cluster resolution, signals, exit codes.
 
-    job = resolve_job(config, os.environ.get('TF_CONFIG'))   # ConfigError on a mistake
+    job = resolve_job(config, os.environ)   # ConfigError on a mistake
     status = run_job(job)
 
-`resolve_job` places the task in its cluster (`deployment.cluster`: flags or TF_CONFIG)
-and fills the deployment fields of the config from it (worker_replicas, num_ps_tasks,
-task), so the input shards, the DeploymentConfig and the sync optimizer all follow the
-cluster. `run_job` runs a parameter server or a worker (or the single process when there
-is no cluster) and turns every outcome into an exit status:
+`resolve_job` places the task in its cluster (`deployment.cluster`, --addressing: flags,
+TF_CONFIG, a Slurm step or a JobSet pod) and fills the deployment fields of the config
+from it (worker_replicas, num_ps_tasks, task), so the input shards, the DeploymentConfig
+and the sync optimizer all follow the cluster. `run_job` runs a parameter server or a
+worker (or the single process when there is no cluster) and turns every outcome into an
+exit status:
 
 (core/errors.py holds the one table every entry point uses; these are training's rows)
 
@@ -90,11 +91,13 @@ def _check_against_cluster(config, task):
                                        task.source))
 
 
-def resolve_job(config, tf_config=None):
-  """Places `config` in its cluster; returns a Job. Raises ConfigError (one line)."""
+def resolve_job(config, environ=None):
+  """Places `config` in its cluster, read from the flags or `environ` (a mapping like
+  os.environ; None = empty) as --addressing says; returns a Job. Raises ConfigError."""
+  host_flags = (config.ps_hosts, config.worker_hosts, config.job_name, config.task_index)
   try:
-    task = cluster.resolve_task(config.ps_hosts, config.worker_hosts, config.job_name,
-                                config.task_index, tf_config)
+    task = cluster.find_task(config.addressing, host_flags, environ or {},
+                             config.num_ps_tasks)
   except cluster.ClusterError as error:
     raise ConfigError(str(error)) from None
   for name in ('recovery_wait_secs', 'startup_timeout_secs', 'step_timeout_secs',

@@ -1,5 +1,5 @@
 """deployment/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
-one line naming the variable; resolve_task reads it when nothing else describes a
+one line naming the variable; find_task reads it when nothing else describes a
 cluster; and a cluster of tasks that see exactly the environment the manifest gives its
 pods (tests/jobset_pods.py), their names resolving to loopback, trains to the end."""
 
@@ -72,25 +72,28 @@ def test_a_mistake_is_one_line_naming_the_variable(changes, words):
   assert words in str(raised.value) and '\n' not in str(raised.value)
 
 
-def test_resolve_task_reads_the_jobset_environment_when_nothing_else_is_given():
-  assert cluster.resolve_task(environ=POD) == task()
-  assert cluster.resolve_task(environ={}) is None
-  assert cluster.resolve_task(addressing='jobset', environ=POD) == task()
-  flags = cluster.resolve_task(['a:1'], ['b:1'], 'worker', 0, environ=POD)
+NO_FLAGS = ((), (), None, 0)
+
+
+def test_find_task_reads_the_jobset_environment_when_nothing_else_is_given():
+  assert cluster.find_task('auto', NO_FLAGS, POD) == task()
+  assert cluster.find_task('auto', NO_FLAGS, {}) is None
+  assert cluster.find_task('jobset', NO_FLAGS, POD) == task()
+  flags = cluster.find_task('auto', (['a:1'], ['b:1'], 'worker', 0), POD)
   assert flags.source == 'flags'   # Given flags (or TF_CONFIG) win in 'auto'.
 
 
-@pytest.mark.parametrize('kwargs, words', [
-    (dict(addressing='jobset', environ={}), '--addressing=jobset but this process has no'),
-    (dict(ps_hosts=['a:1'], worker_hosts=['b:1'], job_name='ps', addressing='jobset',
-          environ=POD), 'drop --ps_hosts/--worker_hosts/--job_name and TF_CONFIG'),
-    (dict(task_index=1, environ=POD), '--task_index=1 conflicts with the JobSet environment'),
-    (dict(addressing='slurmish', environ=POD), '--addressing=slurmish is not known; valid: '
-                                               'auto, flags, tf_config, jobset'),
+@pytest.mark.parametrize('addressing, host_flags, environ, words', [
+    ('jobset', NO_FLAGS, {}, '--addressing=jobset found no cluster: it needs a JobSet pod'),
+    ('jobset', (['a:1'], ['b:1'], 'ps', 0), POD,
+     'drop --ps_hosts/--worker_hosts/--job_name/--task_index'),
+    ('auto', ((), (), None, 1), POD, '--task_index=1 needs --ps_hosts'),
+    ('slurmish', NO_FLAGS, POD, '--addressing=slurmish is not known; valid: auto, flags, '
+                                'tf_config, slurm, jobset'),
 ])
-def test_resolve_task_refuses_conflicting_addressing(kwargs, words):
+def test_find_task_refuses_conflicting_addressing(addressing, host_flags, environ, words):
   with pytest.raises(ClusterError, match=words.replace('(', r'\(')):
-    cluster.resolve_task(**kwargs)
+    cluster.find_task(addressing, host_flags, environ)
 
 
 class JobSetPods(LocalCluster):

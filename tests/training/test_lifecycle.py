@@ -43,7 +43,7 @@ def test_a_worker_gets_its_deployment_fields_from_the_cluster():
 def test_tf_config_places_the_chief_first():
   text = json.dumps({'cluster': {'chief': [WORKERS[0]], 'worker': [WORKERS[1]], 'ps': PS},
                      'task': {'type': 'chief', 'index': 0}})
-  job = lifecycle.resolve_job(config(), text)
+  job = lifecycle.resolve_job(config(), {'TF_CONFIG': text})
   assert job.config.is_chief and job.config.worker_replicas == 2
 
 

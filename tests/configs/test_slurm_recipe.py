@@ -1,0 +1,174 @@
+"""configs/slurm/train.sbatch submitted to a real one-node Slurm (tests/slurm_cluster.py:
+Debian's slurmctld, slurmd and munge, started once for the session and stopped at its end).
+
+1 ps + 2 synchronous workers in one srun step, the cluster read from srun's environment
+(--addressing=slurm). `sbatch --wait` ends 0, the job COMPLETED, every task's log clean,
+the checkpoint at the last step, each update one gradient per worker at its step, and the
+parameters equal ONE worker of the global batch (tests/deployment/test_launch_local.py's
+reference and 1e-5 bound). `scancel` mid-run: every task gets SIGTERM, the chief saves,
+all end on their own with status 0 within KillWait; the same sbatch again resumes at the
+saved step, never lower, and ends like the first. The jobs' ends are read from the
+jobcomp log (no slurmdbd, so no sacct). Without root or apt-get the Slurm tests skip,
+with the reason.
+"""
+
+import dataclasses
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from deployment import sync_replicas
+from deployment.slurm_env import JOB_SLOTS, PORT_BASE, SLOT_PORTS
+from training.config import TrainConfig
+from training.train import SYNC_TRACE_FILE
+from tests import slurm_cluster
+from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, ready_steps,
+                                 steps, train_flags, wait_for, WAIT_SECS)
+from tests.deployment.test_launch_local import (assert_equivalent, PER_WORKER_BATCH, STEPS,
+                                                sync_reference, write_aligned_dataset)
+
+RECIPE = os.path.join(ROOT, 'configs', 'slurm', 'train.sbatch')
+LEAVE = re.compile(r'Worker \d+ leaves: (\w+) at global step (\d+)')
+LAST_STEP = 400   # Far enough that the scancel lands mid-run on a fast machine too.
+# (Not compared with one worker: over 400 steps round-off alone moves the near-zero
+# biases 1.4e-5 relative, past the 5-step test's bound.)
+
+
+@pytest.fixture(scope='session')
+def slurm(tmp_path_factory):
+  reason = slurm_cluster.install()
+  if reason:
+    pytest.skip(reason)
+  with slurm_cluster.SlurmCluster(tmp_path_factory.mktemp('slurm')) as cluster:
+    yield cluster
+
+
+def sbatch(slurm, log_dir, flags, *options):
+  """Runs `sbatch [options] train.sbatch 1 flags` (1 ps + 2 workers) from the repository
+  root, the trainer on this Python; returns the CompletedProcess."""
+  os.makedirs(log_dir, exist_ok=True)   # Slurm opens --output there before the script runs.
+  env = dict(slurm.env, PYTHON=sys.executable, LOG_DIR=str(log_dir))
+  env.pop('TF_CONFIG', None)
+  command = (['sbatch', '--ntasks=3', '--output=%s/batch-%%j.out' % log_dir] + list(options)
+             + [RECIPE, '1'] + list(flags))
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=2 * WAIT_SECS)
+
+
+def logs(log_dir):
+  return {os.path.basename(p): open(p, errors='replace').read()
+          for p in glob.glob(os.path.join(str(log_dir), '*.log'))}
+
+
+def _jobcomp(fields):
+  return ' '.join('%s=%s' % (k, fields[k]) for k in ('JobId', 'JobState', 'ExitCode',
+                                                     'StartTime', 'EndTime', 'ProcCnt'))
+
+
+def job_id(result):
+  found = re.search(r'(\d+)', result.stdout)
+  assert found, result.stdout + result.stderr
+  return found.group(1)
+
+
+def test_the_recipe_opens_with_its_command_what_to_expect_and_the_ports_to_firewall():
+  header = ''.join(l for l in open(RECIPE) if l.startswith('# '))
+  assert 'sbatch --nodes=10 --ntasks=12' in header and 'configs/slurm/train.sbatch 2' in header
+  assert 'Expect:' in header and '20000-59999' in header
+  assert '%d-%d' % (PORT_BASE, PORT_BASE + JOB_SLOTS * SLOT_PORTS - 1) == '20000-59999'
+
+
+def test_the_flags_the_script_adds_are_the_trainers(tmp_path):
+  added = re.findall(r'(--\w+)=', open(RECIPE).read().split('\nsrun ', 1)[1])
+  assert set(added) >= {'--addressing', '--num_ps_tasks', '--stop_grace_secs'}
+  defined = {'--' + f.name for f in dataclasses.fields(TrainConfig)}
+  assert set(added) <= defined, set(added) - defined
+  # Without P the script stops before anything runs, saying how to call it.
+  result = subprocess.run(['bash', RECIPE], capture_output=True, text=True, cwd=tmp_path)
+  assert result.returncode == 2 and result.stderr.startswith('usage: sbatch'), result
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_sbatch_wait_trains_like_one_worker_of_the_global_batch(slurm, tmp_path):
+  flags, reference, start = sync_reference(tmp_path)
+  train_dir = tmp_path / 'cluster'
+  texts = _run_to_the_end(slurm, tmp_path / 'logs', flags, train_dir, STEPS)
+  assert ready_steps(texts['worker-0.log']) == [0]
+  largest, relative = assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)),
+                                        reference, start)
+  print('against one worker of the global batch: largest absolute difference %.3g, '
+        'relative L2 %.3g' % (largest, relative))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_scancel_saves_and_the_same_sbatch_resumes(slurm, tmp_path):
+  data = write_aligned_dataset(tmp_path / 'data', PER_WORKER_BATCH)
+  train_dir = tmp_path / 'train'
+  flags = train_flags(data, train_dir, dataset_name='image_folder',
+                      model_name='softmax_regression', learning_rate=0.1,
+                      batch_size=PER_WORKER_BATCH, sync_replicas=True, replicas_to_aggregate=2,
+                      max_number_of_steps=LAST_STEP, log_every_n_steps=10, sync_trace=True)
+  saved = _submit_and_cancel(slurm, tmp_path / 'logs1', flags, train_dir)
+  texts = _run_to_the_end(slurm, tmp_path / 'logs2', flags, train_dir, LAST_STEP)
+  assert ready_steps(texts['worker-0.log']) == [saved], texts['worker-0.log'][-2000:]
+  assert min(ready_steps(texts['worker-1.log'])) >= saved
+  print('resumed at the step saved on scancel, %d, and ended at %d' % (saved, LAST_STEP))
+
+
+def _run_to_the_end(slurm, log_dir, flags, train_dir, last_step):
+  """`sbatch --wait` until the job ends; checks it ended well; returns the task logs."""
+  began = time.time()
+  result = sbatch(slurm, log_dir, flags, '--wait')
+  job = job_id(result)
+  fields = slurm.wait_for_end(job, timeout=10)   # Written as the job ended.
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('sbatch --wait: %.0f s, status %d; %s' % (time.time() - began, result.returncode,
+                                                 _jobcomp(fields)))
+  assert result.returncode == 0, batch + str(logs(log_dir))[-3000:]
+  assert (fields['JobState'], fields['ExitCode']) == ('COMPLETED', '0:0'), fields
+  assert 'srun exited with status 0' in batch, batch   # srun: the highest task status.
+  texts = logs(log_dir)
+  assert sorted(texts) == ['ps-0.log', 'worker-0.log', 'worker-1.log']
+  for name, text in texts.items():
+    assert_clean_log(text, name)
+    assert 'from Slurm job %s' % job in text, text[-2000:]
+  assert 'All 2 workers left: parameter server 0 exits' in texts['ps-0.log']
+  for name in ('worker-0.log', 'worker-1.log'):
+    assert LEAVE.findall(texts[name]) == [('finished', str(last_step))], texts[name][-2000:]
+  assert checkpoint_steps(train_dir)[-1] == last_step
+  # The chiefs' record (every incarnation appends): each update took one gradient per
+  # worker at its step, and the steps ran 0..last_step-1 once each: none went back.
+  trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
+  assert trace == [sync_replicas.TraceLine(step, [1, 1], [step, step])
+                   for step in range(last_step)], trace
+  return texts
+
+
+def _submit_and_cancel(slurm, log_dir, flags, train_dir):
+  """sbatch, scancel once the chief logged step 10; returns the step it saved."""
+  job = job_id(sbatch(slurm, log_dir, flags, '--parsable'))   # Returns at once.
+  chief = log_dir / 'worker-0.log'
+  wait_for(lambda: chief.exists() and max(steps(chief.read_text()) or [0]) >= 10,
+           'the chief to log step 10 in Slurm job %s' % job, timeout=2 * WAIT_SECS)
+  subprocess.run(['scancel', job], env=slurm.env, check=True)
+  fields = slurm.wait_for_end(job, timeout=60)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('scancel: %s' % _jobcomp(fields))
+  assert fields['JobState'] == 'CANCELLED', fields
+  # Every task ended on its own, within KillWait, with status 0 (srun's is the highest).
+  assert 'srun exited with status 0' in batch and 'Killed' not in batch, batch
+  texts = logs(log_dir)
+  for name, text in texts.items():
+    assert_clean_log(text, name)
+    assert 'SIGTERM received' in text, (name, text[-2000:])
+  saved = checkpoint_steps(train_dir)[-1]
+  assert LEAVE.findall(texts['worker-0.log']) == [('stopped', str(saved))]  # It saved.
+  assert max(steps(texts['worker-0.log'])) <= saved < LAST_STEP
+  return saved

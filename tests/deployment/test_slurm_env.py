@@ -1,0 +1,160 @@
+"""deployment/slurm_env.py and --addressing (deployment/cluster.py find_task): the cluster
+every task of an srun step computes from its environment, checked against layouts worked
+out by hand and, for host lists, against Slurm's own `scontrol show hostnames`."""
+
+import os
+import subprocess
+
+import pytest
+
+from deployment import cluster, slurm_env
+from deployment.cluster import ClusterError
+from tests import slurm_cluster
+
+HOSTLISTS = {
+    'node[01-03,07],gpu5': ['node01', 'node02', 'node03', 'node07', 'gpu5'],
+    'r[1-2]-n[08-10]': ['r1-n08', 'r1-n09', 'r1-n10', 'r2-n08', 'r2-n09', 'r2-n10'],
+    'a[9-11]': ['a9', 'a10', 'a11'],
+    'c[0-1],d': ['c0', 'c1', 'd'],
+    'n[1-2],m[3]': ['n1', 'n2', 'm3'],
+    'vm': ['vm'],
+}
+
+
+def step(procid, ntasks=5, nodelist='n[1-3]', per_node='2(x2),1', **extra):
+  """An srun task's environment: 5 tasks on n1 n2 n3 laid out 2, 2, 1 (block)."""
+  environ = {'SLURM_JOB_ID': '1234', 'SLURM_STEP_ID': '0', 'SLURM_PROCID': str(procid),
+             'SLURM_STEP_NUM_TASKS': str(ntasks), 'SLURM_STEP_NODELIST': nodelist,
+             'SLURM_STEP_TASKS_PER_NODE': per_node, 'SLURM_DISTRIBUTION': 'block'}
+  environ.update(extra)
+  return environ
+
+
+@pytest.mark.parametrize('text', sorted(HOSTLISTS))
+def test_hostlists_expand_as_documented(text):
+  assert slurm_env.expand_hostlist(text) == HOSTLISTS[text]
+
+
+@pytest.mark.slow
+def test_hostlists_expand_as_scontrol_does(tmp_path):
+  reason = slurm_cluster.install()
+  if reason:
+    pytest.skip(reason)
+  conf = tmp_path / 'slurm.conf'   # scontrol parses host lists itself; no daemon.
+  conf.write_text('ClusterName=t\nSlurmctldHost=localhost\n')
+  env = dict(os.environ, SLURM_CONF=str(conf))
+  for text in HOSTLISTS:
+    printed = subprocess.run(['scontrol', 'show', 'hostnames', text], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+    assert slurm_env.expand_hostlist(text) == printed, text
+
+
+@pytest.mark.parametrize('text', ['n[1-', 'n[3-1]', 'n[a]', 'n]', 'a,,b', ''])
+def test_a_broken_hostlist_is_one_line_naming_the_variable(text):
+  with pytest.raises(ClusterError, match='SLURM_STEP_NODELIST=') as error:
+    slurm_env.expand_hostlist(text)
+  assert '\n' not in str(error.value)
+
+
+def test_tasks_per_node_and_the_two_layouts():
+  assert slurm_env.expand_tasks_per_node('2(x3),1') == [2, 2, 2, 1]
+  assert slurm_env.task_nodes([2, 2, 1], 'block') == [0, 0, 1, 1, 2]
+  assert slurm_env.task_nodes([2, 2, 1], 'cyclic') == [0, 1, 2, 0, 1]
+  with pytest.raises(ClusterError, match="SLURM_STEP_TASKS_PER_NODE='2x3'"):
+    slurm_env.expand_tasks_per_node('2x3')
+
+
+def test_every_task_computes_the_same_cluster_first_p_tasks_are_ps():
+  slot = 20000 + (1234 % 2500) * 16   # The job's ports without reserved ones.
+  specs = [slurm_env.task_from_environ(step(i), 2) for i in range(5)]
+  assert {(s.ps_hosts, s.worker_hosts) for s in specs} == {(
+      ('n1:%d' % slot, 'n1:%d' % (slot + 1)),
+      ('n2:%d' % slot, 'n2:%d' % (slot + 1), 'n3:%d' % slot))}
+  assert [(s.job_name, s.task_index) for s in specs] == [
+      ('ps', 0), ('ps', 1), ('worker', 0), ('worker', 1), ('worker', 2)]
+  assert specs[2].is_chief and specs[2].source == 'Slurm job 1234'
+
+
+def test_reserved_ports_and_a_cyclic_layout():
+  # 12 tasks on 10 nodes, cyclic: ps 0 and 1 beside workers 8 and 9 (docs/cluster.md).
+  environ = step(11, ntasks=12, nodelist='g[00-09]', per_node='2(x2),1(x8)',
+                 SLURM_DISTRIBUTION='cyclic', SLURM_STEP_RESV_PORTS='24000-24001',
+                 SLURM_GTIDS='1,11')
+  task = slurm_env.task_from_environ(environ, 2)
+  assert task.ps_hosts == ('g00:24000', 'g01:24000')
+  assert task.worker_hosts == tuple('g%02d:24000' % n for n in range(2, 10)) + (
+      'g00:24001', 'g01:24001')
+  assert (task.job_name, task.task_index, task.address) == ('worker', 9, 'g01:24001')
+
+
+def test_two_jobs_on_a_node_get_different_ports():
+  first = slurm_env.task_from_environ(step(0, SLURM_JOB_ID='77'), 1)
+  second = slurm_env.task_from_environ(step(0, SLURM_JOB_ID='78'), 1)
+  ports = lambda t: {h.rsplit(':', 1)[1] for h in t.ps_hosts + t.worker_hosts}
+  assert not ports(first) & ports(second)
+  assert all(20000 <= int(p) <= 59999 for p in ports(first) | ports(second))
+
+
+@pytest.mark.parametrize('extra, num_ps, match', [
+    ({}, 0, '--num_ps_tasks=0 .* valid: 1..4'),
+    ({}, 5, '--num_ps_tasks=5'),
+    ({'SLURM_DISTRIBUTION': 'plane=2'}, 1, 'SLURM_DISTRIBUTION=plane=2'),
+    ({'SLURM_GTIDS': '0,2'}, 1, 'SLURM_GTIDS=0,2'),
+    ({'SLURM_STEP_TASKS_PER_NODE': '2,2'}, 1, 'gives 3 nodes but'),
+    ({'SLURM_STEP_RESV_PORTS': '24000'}, 1, 'srun --resv-ports=2'),
+    ({'SLURM_PROCID': 'x'}, 1, "SLURM_PROCID='x'"),
+])
+def test_mistakes_are_one_line_naming_the_variable(extra, num_ps, match):
+  with pytest.raises(ClusterError, match=match) as error:
+    slurm_env.task_from_environ(step(0, **extra), num_ps)
+  assert '\n' not in str(error.value)
+
+
+def test_p_from_the_environment_when_not_given():
+  task = slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='2'))
+  assert (task.num_ps, task.job_name, task.task_index) == (2, 'ps', 1)
+  with pytest.raises(ClusterError, match='--num_ps_tasks=0'):
+    slurm_env.task_from_environ(step(1))
+  with pytest.raises(ClusterError, match="SLIMDEPLOY_NUM_PS='two'"):
+    slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='two'))
+
+
+def test_no_cluster_outside_a_step_or_in_a_one_task_step():
+  assert slurm_env.task_from_environ({'SLURM_JOB_ID': '5', 'SLURM_PROCID': '0'}, 1) is None
+  one = step(0, ntasks=1, nodelist='n1', per_node='1')
+  assert slurm_env.task_from_environ(one, 0) is None
+
+
+NO_FLAGS = ((), (), None, 0)
+FLAGS = (('h:1',), ('h:2',), 'worker', 0)
+TF_CONFIG = '{"cluster": {"ps": ["t:1"], "worker": ["t:2"]}, "task": {"type": "worker"}}'
+
+
+def test_auto_takes_flags_or_tf_config_before_slurm_then_slurm():
+  environ = dict(step(2), TF_CONFIG=TF_CONFIG)
+  assert cluster.find_task('auto', FLAGS, step(2), 1).source == 'flags'
+  assert cluster.find_task('auto', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+  assert cluster.find_task('auto', NO_FLAGS, step(2), 1).source == 'Slurm job 1234'
+  assert cluster.find_task('auto', NO_FLAGS, {}, 0) is None
+  # An explicit choice reads that source only.
+  assert cluster.find_task('slurm', NO_FLAGS, environ, 1).source == 'Slurm job 1234'
+  assert cluster.find_task('flags', FLAGS, environ, 1).source == 'flags'
+  assert cluster.find_task('tf_config', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+
+
+@pytest.mark.parametrize('addressing, host_flags, environ, match', [
+    ('slurm', NO_FLAGS, {}, '--addressing=slurm found no cluster: it needs a task of an srun'),
+    ('slurm', FLAGS, step(0), '--addressing=slurm reads the cluster from the environment'),
+    ('flags', NO_FLAGS, step(0), '--addressing=flags needs --ps_hosts'),
+    ('tf_config', NO_FLAGS, {}, '--addressing=tf_config found no cluster: it needs TF_CONFIG'),
+    ('k8s', NO_FLAGS, {}, '--addressing=k8s is not known; valid: auto, flags, tf_config, '
+                          'slurm, jobset'),
+])
+def test_addressing_mistakes(addressing, host_flags, environ, match):
+  with pytest.raises(ClusterError, match=match):
+    cluster.find_task(addressing, host_flags, environ, 1)
+
+
+def test_the_registry_refuses_a_name_twice():
+  with pytest.raises(ValueError, match='already registered'):
+    cluster.register_addressing('slurm', lambda environ, num_ps: None, '')
