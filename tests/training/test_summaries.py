@@ -140,37 +140,57 @@ def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
   assert end_marker.read_end_marker(str(stopped_dir)).status == 'stopped'
 
 
-def test_input_wait_counts_each_micro_batch_from_its_own_draws():
-  """Two micro-batches of 2 clones: micro-batch 1 draws only after micro-batch 0's compute
-  (0.5 s here), which is no input wait; the batches themselves are ready at once."""
-  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
-  sleep = lambda x: (time.sleep(0.5), x)[1]
+def _sleeping(seconds):
+  """A py_function body that holds its thread for `seconds` (no core), then passes x on."""
+  return lambda x: (time.sleep(seconds), x)[1]
+
+
+def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, steps=2):
+  """(seconds `steps` steps took, seconds InputWait counted) of N clones and K
+  micro-batches whose batches take `input_secs` each to make and whose clones compute for
+  `compute_secs` each, holding an executor thread while they do."""
+  config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_on_cpu=True)
   with tf.Graph().as_default():
-    iterator = tf.data.make_one_shot_iterator(
-        tf.data.Dataset.from_tensors(tf.ones([2, 3])).repeat())
-    input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
+    dataset = tf.data.Dataset.from_tensors(tf.ones([2, 3])).repeat()
+    if input_secs:
+      dataset = dataset.map(lambda x: tf.numpy_function(
+          _sleeping(input_secs), [x], tf.float32, stateful=True))
+    iterator = tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
+    input_wait = summaries.InputWait()
 
     def model_fn():
-      batch = input_wait.draw(iterator.get_next)
+      batch = input_wait.draw(iterator)
       weights = tf.get_variable('w', initializer=tf.ones([3]))
-      slow = tf.py_function(sleep, [batch * weights], tf.float32)
+      slow = tf.py_function(_sleeping(compute_secs), [batch * weights], tf.float32)
       tf.losses.add_loss(tf.reduce_sum(tf.reshape(slow, [2, 3])) * weights[0])
 
-    model = accumulation.deploy(config, model_fn, num_micro_batches=2,
+    model = accumulation.deploy(config, model_fn, num_micro_batches=num_micro_batches,
                                 optimizer=tf.train.GradientDescentOptimizer(0.1))
     train_op = input_wait.wrap(model.train_op)
-    # Threads to spare, this session's own (the first session of a process otherwise
-    # sizes every later one's): the sleeping ops block two, and a timestamp waiting for a
-    # free thread would count as input wait.
+    # One executor thread of this session's own: a clone's compute holds it, so an op
+    # that waits for a thread waits for that compute (graph clocks around get_next did,
+    # and counted it as input wait; the 2-clone recipe showed 33-66 %).
     proto = session_config.make_session_config(config)
-    proto.inter_op_parallelism_threads = 8
+    proto.inter_op_parallelism_threads = 1
     proto.use_per_session_threads = True
     with tf.Session(config=proto) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       start = time.time()
-      sess.run(train_op)
-      elapsed = time.time() - start
-      waited = sess.run(input_wait.total)
-  assert elapsed >= 1.0          # Two micro-batches of 0.5 s, one after the other ...
-  assert 0 <= waited < 0.25      # ... and between them no wait for input was counted
-                                 # (one span over all 4 draws would count >= 0.5 s).
+      for _ in range(steps):
+        sess.run(train_op)
+      return time.time() - start, sess.run(input_wait.total)
+
+
+@pytest.mark.parametrize('num_clones, num_micro_batches', [(1, 1), (2, 1), (2, 2)])
+def test_input_wait_is_the_draws_wait_not_the_clones_compute(num_clones,
+                                                             num_micro_batches):
+  """A pipeline that makes its batches at once waits for nothing, however long the
+  clones compute; one that sleeps 0.4 s per batch, against 0.02 s of compute, is waited
+  for most of the time. Both counted per draw, for N clones and K micro-batches."""
+  draws = 2 * num_clones * num_micro_batches   # 2 steps
+  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0, 0.2)
+  assert elapsed >= draws * 0.2            # the compute ran, one clone after another ...
+  assert 0 <= waited < 0.1 * elapsed       # ... and none of it was counted as input wait
+  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0.4, 0.02)
+  assert waited >= draws * 0.4 * 0.9       # every draw's sleep (clock resolution aside)
+  assert waited > 0.6 * elapsed
