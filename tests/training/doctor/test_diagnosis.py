@@ -9,12 +9,12 @@ margins, not the step counts, make the verdicts stable.
 
 import dataclasses
 import os
-import time
 
 import pytest
 
 from datasets.inputs.synthetic_input import SyntheticInput
 from deployment.session_config import make_session_config
+from tests.training.starved_input import StarvedInput
 from tf_compat import tf
 from training.config import TrainConfig
 from training.doctor import diagnosis, verdicts
@@ -27,34 +27,6 @@ pytestmark = pytest.mark.slow
 SLEEP_SECS = 0.5
 BATCH = 8
 SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
-
-
-class StarvedInput:
-  """The real input with a half-second sleep per batch (in a py_function, so it holds no
-  core): the pipeline is slow on purpose, whatever the machine's load."""
-
-  def __init__(self, real):
-    self.real = real
-    self.kind = real.kind
-
-  def skip_counter(self, limit):
-    return self.real.skip_counter(limit)
-
-  def dataset(self, split, settings, skips=None):
-    def starve(*batch):
-      slept = tf.py_function(lambda: time.sleep(SLEEP_SECS) or 0, [], tf.int32)
-      with tf.control_dependencies([slept]):
-        return tuple(tf.identity(tensor) for tensor in batch)
-    return self.real.dataset(split, settings, skips).map(starve)
-
-  def finish(self, batch, split):
-    return self.real.finish(batch, split)
-
-  def summarize(self, inputs, split):
-    return self.real.summarize(inputs, split)
-
-  def describe(self, settings, split):
-    return 'starved ' + self.real.describe(settings, split)
 
 
 def _config(digits_dir, tmp_path, **overrides):
@@ -73,7 +45,7 @@ def _rates(result):
 def test_a_starved_pipeline_is_input_bound(digits_dir, tmp_path):
   config = _config(digits_dir, tmp_path)
   setup = check_train_config(config)
-  setup = dataclasses.replace(setup, input=StarvedInput(setup.input))
+  setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
   result = diagnosis.diagnose(config, SETTINGS, setup=setup)
   rates = _rates(result)
   assert rates[(INPUT, None)] < 1.2 * BATCH / SLEEP_SECS
