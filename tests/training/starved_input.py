@@ -8,6 +8,7 @@ the machine's load.
 
 import time
 
+from datasets.inputs import input_factory
 from tf_compat import tf
 
 
@@ -37,3 +38,10 @@ class StarvedInput:
 
   def describe(self, settings, split):
     return 'starved ' + self.real.describe(settings, split)
+
+
+def starve_training(monkeypatch, kind, seconds):
+  """train() reads its input of `kind` through a StarvedInput for the rest of the test."""
+  registry = dict(input_factory._REGISTRY)  # pylint: disable=protected-access
+  registry[kind] = StarvedInput(registry[kind], seconds)
+  monkeypatch.setattr(input_factory, '_REGISTRY', registry)

@@ -22,7 +22,7 @@ from core.params import config_from_flags, define_flags
 from datasets.inputs import input_factory
 from deployment import accumulation, model_deploy, session_config
 from tests import video_testdata
-from tests.training.starved_input import StarvedInput
+from tests.training.starved_input import starve_training
 from tests.training.test_train import make_config, train_with_timeout
 from tf_compat import tf
 from training import run_record, summaries
@@ -100,13 +100,6 @@ def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_di
   assert not any(line.startswith('--train_dir') for line in run_record.flag_lines(config))
 
 
-def starve(monkeypatch, kind, seconds):
-  """Training's input of `kind` sleeps `seconds` per batch from now on (StarvedInput)."""
-  registry = dict(input_factory._REGISTRY)  # pylint: disable=protected-access
-  registry[kind] = StarvedInput(registry[kind], seconds)
-  monkeypatch.setattr(input_factory, '_REGISTRY', registry)
-
-
 def wait_shares(train_dir):
   """The input/wait_share of every progress line but the first (which has none)."""
   return [value for _, value in read_events(train_dir)[0]['input/wait_share']]
@@ -121,7 +114,7 @@ def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeyp
                                    log_every_n_steps=4))
     return wait_shares(train_dir)
   default = shares(tmp_path / 'default')
-  starve(monkeypatch, input_factory.IMAGE, 0.2)
+  starve_training(monkeypatch, input_factory.IMAGE, 0.2)
   starved = shares(tmp_path / 'starved')
   assert len(default) == len(starved) == 5
   assert all(share > 0.6 for share in starved), starved
