@@ -52,7 +52,8 @@ class ProgressStep:
       stop_event: optional threading.Event; when set, training stops before the next step.
       learning_rate: optional tensor, shown in the lines.
       input_wait: optional tensor, the seconds this worker's steps waited for input so
-        far (training.summaries.InputWait.total); its growth over wall time is the share.
+        far (training.summaries.InputWait.total); its growth over the time spent in the
+        steps' session calls is the share (a save or summary between steps is no step).
       on_first_step: optional fn(tf.RunMetadata, summary writer or None): the first step
         is traced (FULL_TRACE) and its metadata handed over, e.g. to log where the clones
         really ran, with the chief's summary writer.
@@ -82,6 +83,7 @@ class ProgressStep:
     self._extras.update((tag, tensor) for tag, _, tensor in scalars)
     self._last_extras = {}
     self._last_wait = None
+    self._step_seconds = 0.0
     self.input_wait_share = None
     self._examples_per_step = examples_per_step
     self._number_of_steps = number_of_steps
@@ -132,9 +134,11 @@ class ProgressStep:
     """-> (loss, step), fetching the extras too; the first step traced if asked."""
     if self._extras:
       fetches = fetches + [self._extras]
+    started = time.time()
     if self._on_first_step is None:
       values = sess.run(fetches)
-    else:
+      self._step_seconds += time.time() - started
+    else:  # The traced step comes before the first line, whose share is not shown.
       metadata = tf.RunMetadata()
       values = sess.run(fetches, options=tf.RunOptions(
           trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
@@ -155,7 +159,7 @@ class ProgressStep:
     elapsed = max(1e-9, now - self._last_time)
     self.examples_per_sec = steps * self._examples_per_step / elapsed
     scalars = {'examples_per_sec': self.examples_per_sec, 'sec_per_step': elapsed / steps}
-    self._update_input_wait(elapsed)
+    self._update_input_wait()
     if self.input_wait_share is not None:
       scalars['input/wait_share'] = self.input_wait_share
     scalars.update((tag, self._last_extras[tag]) for tag, _ in self._scalars)
@@ -173,11 +177,12 @@ class ProgressStep:
     summaries.write_scalars(summary_writer, step, scalars)
     self._last_time, self._steps_since_log, self._last_logged_step = now, 0, step
 
-  def _update_input_wait(self, elapsed):
+  def _update_input_wait(self):
     wait = self._last_extras.get('input_wait')
     if wait is not None and self._last_wait is not None:
-      self.input_wait_share = min(1.0, max(0.0, (wait - self._last_wait) / elapsed))
-    self._last_wait = wait
+      self.input_wait_share = min(1.0, max(0.0, (wait - self._last_wait)
+                                           / max(1e-9, self._step_seconds)))
+    self._last_wait, self._step_seconds = wait, 0.0
 
   def _details(self, step, sec_per_step):
     details = ['%.1f examples/sec' % self.examples_per_sec, '%.3f sec/step' % sec_per_step]

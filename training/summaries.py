@@ -12,16 +12,14 @@ From Python (written by the progress step at each progress line, `write_scalars`
   cluster/worker_<i>/stale_gradients
                              the chief in a cluster (deployment.worker_stats)
 
-InputWait measures how long each step waits for its input: every clone draws its batch
-between two `tf.timestamp`s, and a step waits from its first draw starting until its last
-batch has arrived (the clones' compute needs those batches, so nothing else overlaps that
-wait but the other clones' draws). With --num_micro_batches=K the clones draw K times a
-step, micro-batch k only after k-1 is computed: the wait is counted per micro-batch (its
-clones' draws, from the first start to the last arrival) and the K waits add up. The
-waits add up in a local variable; the share is the added wait over the wall time between
-two progress lines. A prefetch buffer's fill level
-is not shown: TensorFlow 2.21 has no stats aggregator for tf.data in graph mode, and no
-honest measure of it remains.
+InputWait measures the time steps are blocked on input: each draw is timed inside the
+input iterator's own call (`timed`: a clock read before the batch is taken from the
+pipeline, a second once it is), so it is the time a draw waited for a batch, and nothing
+else. An earlier version read the clocks as graph ops around `get_next`: with 2 clones
+those ops waited for executor threads busy with the other clone's compute, and counted
+it (the 2-clone I3D recipe showed 33-66 % while its input made 33x the model's rate).
+Draws of one iterator are served one at a time, so their waits never overlap and add up,
+for N clones and K micro-batches alike (docs/monitoring.md, "Reading the input wait").
 """
 
 from tf_compat import tf, slim
@@ -30,43 +28,54 @@ __all__ = ['InputWait', 'add_clone_summaries', 'write_scalars']
 
 
 class InputWait:
-  """Times each clone's batch draw; `total` adds up the seconds steps waited for input.
+  """Times each batch draw inside the iterator; `total` adds up the seconds steps waited.
 
-  Args:
-    draws_per_micro_batch: draws that start together (the clones'); successive groups of
-      that many draws are micro-batches, waited for one after another.
+  Build the input with `timed(dataset)`, draw with `draw(iterator)` (one call per clone
+  and micro-batch), and run `wrap(train_op)`.
   """
 
-  def __init__(self, draws_per_micro_batch=1):
-    self._group = draws_per_micro_batch
-    self._starts, self._arrivals = [], []
+  def __init__(self):
+    self._waits = []
     self.total = None
 
-  def draw(self, get_next):
-    """Calls get_next() between two timestamps; returns its batch unchanged."""
-    start = tf.timestamp()
-    with tf.control_dependencies([start]):
-      batch = get_next()
-    with tf.control_dependencies(tf.nest.flatten(batch)):
-      arrival = tf.timestamp()
-    self._starts.append(start)
-    self._arrivals.append(arrival)
-    return batch
+  @staticmethod
+  def timed(dataset):
+    """`dataset` whose elements are (element, seconds the draw waited for it).
+
+    The clock dataset comes first in the zip: its map runs in the draw's own call (a
+    function with a stateful op is never moved to a background thread), then the
+    pipeline is asked for a batch, then the outer map reads the clock again.
+    """
+    clock = tf.data.Dataset.from_tensors(0).repeat().map(_now)
+    return tf.data.Dataset.zip((clock, dataset)).map(_with_wait)
+
+  def draw(self, iterator):
+    """The next element of a `timed` dataset's iterator, its wait kept for `wrap`."""
+    element, wait = iterator.get_next()
+    self._waits.append(wait)
+    return element
 
   def wrap(self, train_op):
-    """`train_op` that also adds this step's wait to `self.total` (a local variable)."""
-    if not self._starts:
+    """`train_op` that also adds this step's waits to `self.total` (a local variable)."""
+    if not self._waits:
       return train_op
-    with tf.device(self._starts[0].device):
+    with tf.device(self._waits[0].device):
       self.total = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                collections=[tf.GraphKeys.LOCAL_VARIABLES],
                                name='input_wait_seconds')
-      waits = [tf.reduce_max(tf.stack(self._arrivals[i:i + self._group]))
-               - tf.reduce_min(tf.stack(self._starts[i:i + self._group]))
-               for i in range(0, len(self._starts), self._group)]
-      add = self.total.assign_add(tf.add_n(waits))
+      add = self.total.assign_add(tf.add_n(self._waits))
     with tf.control_dependencies([add]):
       return tf.identity(train_op, name='train_op_with_input_wait')
+
+
+@tf.autograph.experimental.do_not_convert
+def _now(_):
+  return tf.timestamp()
+
+
+@tf.autograph.experimental.do_not_convert
+def _with_wait(start, element):
+  return element, tf.timestamp() - start
 
 
 def add_clone_summaries(logits, labels, end_points, summarize_activations):

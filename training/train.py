@@ -57,13 +57,14 @@ def _skip_counter(config, setup):
 
 
 def _input_iterator(setup, skips):
-  """One iterator of per-clone batches on the worker's CPU; each clone draws its own.
+  """One iterator of per-clone batches on the worker's CPU; each clone draws its own,
+  timed inside the iterator (summaries.InputWait.timed).
 
   Workers read disjoint shard files (InputSettings.shard_index = task).
   """
   with tf.device(setup.deploy_config.inputs_device()):
     dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
-    return tf.data.make_one_shot_iterator(dataset)
+    return tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
 
 
 def _network_fn(config, setup):
@@ -79,7 +80,7 @@ def _clone_inputs(setup, iterator, input_wait):
   finished by its input on the clone's device (video clips are scaled and mirrored there),
   with the input's summaries of what the model sees."""
   with tf.device(setup.deploy_config.inputs_device()):
-    batch = input_wait.draw(iterator.get_next)
+    batch = input_wait.draw(iterator)
   inputs, labels = setup.input.finish(batch, setup.dataset)
   setup.input.summarize(inputs, labels, setup.dataset, setup.input_settings)
   return inputs, labels
@@ -200,7 +201,7 @@ def build_training_graph(config, setup):
                                                     moving_average, stats)
   skips = _skip_counter(config, setup)
   iterator = _input_iterator(setup, skips)
-  input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
+  input_wait = summaries.InputWait()
   clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None

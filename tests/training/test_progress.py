@@ -239,6 +239,20 @@ def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_t
                                   'input/wait_share': 0.25})
 
 
+def test_the_input_wait_share_is_of_the_steps_time_not_of_what_ran_between_them(clock,
+                                                                                 lines):
+  """A save between steps (0.5 s here) is no step: it neither waits for input nor
+  dilutes the steps' share, while sec/step counts it."""
+  sess = ExtrasSession(clock, seconds=0.5, wait=0.125)
+  step_fn = ProgressStep(examples_per_step=64, number_of_steps=8, log_every_n_steps=4,
+                         learning_rate='lr', input_wait='wait')
+  for _ in range(8):
+    step_fn(sess, 'train_op', 'global_step', {})
+    clock.now += 0.5
+  assert lines()[-1][3] == pytest.approx(1.0)
+  assert step_fn.input_wait_share == pytest.approx(0.25)
+
+
 class ClusterSession(FakeSession):
   """A chief's session: each train call also moves every worker's counters (the table of
   deployment.worker_stats: worker 1 steps twice per call, one of them stale)."""

@@ -8,22 +8,28 @@ to the total; examples/sec is the progress line's; a starved input waits longer)
 import dataclasses
 import glob
 import logging
+import os
 import re
 import threading
 import time
 
 import pytest
-from absl import flags
+from absl import flags as flags_module
 from tensorboard.backend.event_processing import event_accumulator
 
 from checkpoints import end_marker
 from core.params import config_from_flags, define_flags
 from datasets.inputs import input_factory
 from deployment import accumulation, model_deploy, session_config
+from tests import video_testdata
+from tests.training.starved_input import starve_training
 from tests.training.test_train import make_config, train_with_timeout
 from tf_compat import tf
 from training import run_record, summaries
 from training.config import TrainConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECIPE = 'synthetic_i3d_rgb_scratch_2xcpu_16f.cfg'
 
 
 def read_events(train_dir):
@@ -85,7 +91,7 @@ def test_a_run_shows_every_clone_the_input_and_what_it_sees(digits_dir, tmp_path
 def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_dir):
   config = make_config(digits_dir, tmp_path / 'original', learning_rate=0.02,
                        trainable_scopes=('LeNet/fc4',), num_clones=2)
-  values = flags.FlagValues()
+  values = flags_module.FlagValues()
   define_flags(TrainConfig, values)
   values(['replay', '--train_dir=%s' % (tmp_path / 'copy')]
          + run_record.flag_lines(config))
@@ -94,34 +100,55 @@ def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_di
   assert not any(line.startswith('--train_dir') for line in run_record.flag_lines(config))
 
 
-class _StarvedInput(input_factory.ImageInput):
-  """The image input with a 0.2 s sleep per batch: the model has to wait for it."""
-
-  def dataset(self, split, settings, skips=None):
-    @tf.autograph.experimental.do_not_convert
-    def slow(images, labels):
-      slept = tf.numpy_function(lambda x: (time.sleep(0.2), x)[1], [images], tf.float32,
-                                stateful=True)
-      slept.set_shape(images.shape)
-      return slept, labels
-    return super().dataset(split, settings, skips).map(slow, num_parallel_calls=1)
+def wait_shares(train_dir):
+  """The input/wait_share of every progress line but the first (which has none)."""
+  return [value for _, value in read_events(train_dir)[0]['input/wait_share']]
 
 
 @pytest.mark.slow
 def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeypatch):
   """The contrast is built in (a 0.2 s sleep per batch against LeNet steps of a few ms),
   so it cannot flip on a loaded machine."""
-  def wait_share(train_dir):
-    config = make_config(digits_dir, train_dir, max_number_of_steps=24, log_every_n_steps=4)
-    train_with_timeout(config)
-    values = [v for _, v in read_events(train_dir)[0]['input/wait_share']]
-    return sum(values) / len(values)
-  default = wait_share(tmp_path / 'default')
-  registry = dict(input_factory._REGISTRY)  # pylint: disable=protected-access
-  registry[input_factory.IMAGE] = _StarvedInput()
-  monkeypatch.setattr(input_factory, '_REGISTRY', registry)
-  starved = wait_share(tmp_path / 'starved')
-  assert starved > 0.6 and starved > default + 0.3, (starved, default)
+  def shares(train_dir):
+    train_with_timeout(make_config(digits_dir, train_dir, max_number_of_steps=24,
+                                   log_every_n_steps=4))
+    return wait_shares(train_dir)
+  default = shares(tmp_path / 'default')
+  starve_training(monkeypatch, input_factory.IMAGE, 0.2)
+  starved = shares(tmp_path / 'starved')
+  assert len(default) == len(starved) == 5
+  assert all(share > 0.6 for share in starved), starved
+  assert sum(share > 0.3 for share in default) == 0, default
+
+
+@pytest.fixture(scope='module')
+def rgb_dir(tmp_path_factory):
+  return video_testdata.converted(tmp_path_factory, 'rgb')
+
+
+def recipe_config(dataset_dir, train_dir, *flags):
+  """The 2-clone I3D CPU recipe's flags (configs/), on the small test videos: 4x32x32
+  clips of an I3D of depth 0.125, 2 per clone, 4 steps with a line each."""
+  values = flags_module.FlagValues()
+  define_flags(TrainConfig, values)
+  values(['recipe', '--flagfile=%s' % os.path.join(ROOT, 'configs', RECIPE),
+          '--dataset_dir=%s' % dataset_dir, '--train_dir=%s' % train_dir,
+          '--clip_frames=4', '--train_image_size=32', '--depth_multiplier=0.125',
+          '--batch_size=2', '--max_number_of_steps=4', '--log_every_n_steps=1',
+          '--save_interval_secs=600'] + list(flags))
+  return config_from_flags(TrainConfig, values)
+
+
+@pytest.mark.slow
+def test_the_two_clone_recipe_does_not_wait_for_its_input(rgb_dir, tmp_path):
+  """Its input makes batches far faster than the model takes them (the doctor: 33x on
+  the full-size recipe), so no progress line may show more than 10 % input wait; graph
+  clocks around get_next showed 33-66 % on every line of 2 clones. (1 clone and 2 x 2
+  micro-batches: test_input_wait_is_the_draws_wait_not_the_clones_compute, on a sleep.)"""
+  train_with_timeout(recipe_config(rgb_dir, tmp_path / 'train'))
+  shares = wait_shares(tmp_path / 'train')
+  assert len(shares) == 3
+  assert sum(share > 0.1 for share in shares) == 0, shares
 
 
 @pytest.mark.slow
@@ -140,37 +167,57 @@ def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
   assert end_marker.read_end_marker(str(stopped_dir)).status == 'stopped'
 
 
-def test_input_wait_counts_each_micro_batch_from_its_own_draws():
-  """Two micro-batches of 2 clones: micro-batch 1 draws only after micro-batch 0's compute
-  (0.5 s here), which is no input wait; the batches themselves are ready at once."""
-  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
-  sleep = lambda x: (time.sleep(0.5), x)[1]
+def _sleeping(seconds):
+  """A py_function body that holds its thread for `seconds` (no core), then passes x on."""
+  return lambda x: (time.sleep(seconds), x)[1]
+
+
+def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, steps=2):
+  """(seconds `steps` steps took, seconds InputWait counted) of N clones and K
+  micro-batches whose batches take `input_secs` each to make and whose clones compute for
+  `compute_secs` each, holding an executor thread while they do."""
+  config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_on_cpu=True)
   with tf.Graph().as_default():
-    iterator = tf.data.make_one_shot_iterator(
-        tf.data.Dataset.from_tensors(tf.ones([2, 3])).repeat())
-    input_wait = summaries.InputWait(draws_per_micro_batch=config.num_clones)
+    dataset = tf.data.Dataset.from_tensors(tf.ones([2, 3])).repeat()
+    if input_secs:
+      dataset = dataset.map(lambda x: tf.numpy_function(
+          _sleeping(input_secs), [x], tf.float32, stateful=True))
+    iterator = tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
+    input_wait = summaries.InputWait()
 
     def model_fn():
-      batch = input_wait.draw(iterator.get_next)
+      batch = input_wait.draw(iterator)
       weights = tf.get_variable('w', initializer=tf.ones([3]))
-      slow = tf.py_function(sleep, [batch * weights], tf.float32)
+      slow = tf.py_function(_sleeping(compute_secs), [batch * weights], tf.float32)
       tf.losses.add_loss(tf.reduce_sum(tf.reshape(slow, [2, 3])) * weights[0])
 
-    model = accumulation.deploy(config, model_fn, num_micro_batches=2,
+    model = accumulation.deploy(config, model_fn, num_micro_batches=num_micro_batches,
                                 optimizer=tf.train.GradientDescentOptimizer(0.1))
     train_op = input_wait.wrap(model.train_op)
-    # Threads to spare, this session's own (the first session of a process otherwise
-    # sizes every later one's): the sleeping ops block two, and a timestamp waiting for a
-    # free thread would count as input wait.
+    # One executor thread of this session's own: a clone's compute holds it, so an op
+    # that waits for a thread waits for that compute (graph clocks around get_next did,
+    # and counted it as input wait; the 2-clone recipe showed 33-66 %).
     proto = session_config.make_session_config(config)
-    proto.inter_op_parallelism_threads = 8
+    proto.inter_op_parallelism_threads = 1
     proto.use_per_session_threads = True
     with tf.Session(config=proto) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       start = time.time()
-      sess.run(train_op)
-      elapsed = time.time() - start
-      waited = sess.run(input_wait.total)
-  assert elapsed >= 1.0          # Two micro-batches of 0.5 s, one after the other ...
-  assert 0 <= waited < 0.25      # ... and between them no wait for input was counted
-                                 # (one span over all 4 draws would count >= 0.5 s).
+      for _ in range(steps):
+        sess.run(train_op)
+      return time.time() - start, sess.run(input_wait.total)
+
+
+@pytest.mark.parametrize('num_clones, num_micro_batches', [(1, 1), (2, 1), (2, 2)])
+def test_input_wait_is_the_draws_wait_not_the_clones_compute(num_clones,
+                                                             num_micro_batches):
+  """A pipeline that makes its batches at once waits for nothing, however long the
+  clones compute; one that sleeps 0.4 s per batch, against 0.02 s of compute, is waited
+  for most of the time. Both counted per draw, for N clones and K micro-batches."""
+  draws = 2 * num_clones * num_micro_batches   # 2 steps
+  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0, 0.2)
+  assert elapsed >= draws * 0.2            # the compute ran, one clone after another ...
+  assert 0 <= waited < 0.1 * elapsed       # ... and none of it was counted as input wait
+  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0.4, 0.02)
+  assert waited >= draws * 0.4 * 0.9       # every draw's sleep (clock resolution aside)
+  assert waited > 0.6 * elapsed

@@ -7,7 +7,9 @@ alternating rounds.
                           input replaced by `SyntheticInput` (one batch of zeros): forward,
                           backward, gradient sum and update, without the pipeline's work.
   full training step      the trainer's graph as the flags build it; one more step is traced
-                          (FULL_TRACE) for `deployment.placement`.
+                          (FULL_TRACE) for `deployment.placement`. Its input-wait share is
+                          the trainer's own (training.summaries.InputWait), as the
+                          progress lines of the same settings show it.
 
 Every session is opened first; then an untimed round runs `doctor_warmup_steps` steps of
 every component in turn (caches, shuffle buffers, thread pools), and each timed round
@@ -54,6 +56,9 @@ class Measurement:
     seconds_per_step: seconds per step (per batch for the input) at that median.
     round_rates: examples/sec of each round, in order.
     error: why it failed ('out of memory (ResourceExhaustedError)'), or None.
+    input_wait_share: of a training step, the median over rounds of the seconds its
+      draws waited for input (InputWait.total's growth) over the round's seconds: what
+      the progress lines call input wait. None for the input alone.
   """
   component: str
   num_clones: Optional[int]
@@ -61,11 +66,13 @@ class Measurement:
   seconds_per_step: Optional[float]
   round_rates: Tuple[float, ...] = ()
   error: Optional[str] = None
+  input_wait_share: Optional[float] = None
 
 
 @dataclasses.dataclass
 class Component:
-  """What one measurement runs: a graph, its init op and the fetch of one step."""
+  """What one measurement runs: a graph, its init op and the fetch of one step (and, of a
+  training step, the seconds its draws waited for input so far)."""
   name: str
   num_clones: Optional[int]
   examples_per_step: int
@@ -74,6 +81,7 @@ class Component:
   fetch: object
   session_config: tf.ConfigProto
   session: Optional[tf.Session] = None
+  input_wait: object = None
 
 
 def session_config_for(config, deploy_config):
@@ -122,20 +130,27 @@ def step_component(config, setup, session_config=None):
   num_clones = setup.deploy_config.num_clones
   graph = tf.Graph()
   with graph.as_default():
-    train_op = build_training_graph(config, setup).train_op
+    built = build_training_graph(config, setup)
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                     tf.tables_initializer())
   name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
   examples = config.batch_size * num_clones * config.num_micro_batches
-  return Component(name, num_clones, examples, graph, init, train_op,
-                   session_config or session_config_for(config, setup.deploy_config))
+  return Component(name, num_clones, examples, graph, init, built.train_op,
+                   session_config or session_config_for(config, setup.deploy_config),
+                   input_wait=built.input_wait)
 
 
 def _seconds_per_step(component, steps):
+  """-> (seconds per step, share of them the draws waited for input, or None)."""
+  waited = (component.session.run(component.input_wait)
+            if component.input_wait is not None else None)
   start = time.perf_counter()
   for _ in range(steps):
     component.session.run(component.fetch)
-  return (time.perf_counter() - start) / steps
+  seconds = time.perf_counter() - start
+  if waited is not None:
+    waited = (component.session.run(component.input_wait) - waited) / seconds
+  return seconds / steps, waited
 
 
 def _open(component, stack):
@@ -148,7 +163,7 @@ def _open(component, stack):
   component.session.run(component.fetch)
 
 
-def _result(component, rates, error=None):
+def _result(component, rates, shares, error=None):
   if error is not None:
     logging.warning('%s, %s clone(s): out of memory: %s', component.name,
                     component.num_clones, error.message.splitlines()[0])
@@ -159,27 +174,31 @@ def _result(component, rates, error=None):
                '-' if component.num_clones is None else component.num_clones, rate,
                ', '.join('%.1f' % r for r in rates))
   return Measurement(component.name, component.num_clones, rate,
-                     component.examples_per_step / rate, tuple(rates))
+                     component.examples_per_step / rate, tuple(rates),
+                     input_wait_share=statistics.median(shares) if shares else None)
 
 
 def _rounds(components, settings, errors):
-  """[examples/sec per timed round] per component: one untimed round of warm-up steps,
-  then the timed rounds, every component in turn. A component that runs out of memory is
-  recorded in `errors` (by index) and left out of the next rounds."""
-  rates = [[] for _ in components]
+  """([examples/sec per timed round], [input-wait share per timed round]) per component:
+  one untimed round of warm-up steps, then the timed rounds, every component in turn. A
+  component that runs out of memory is recorded in `errors` (by index) and left out of
+  the next rounds."""
+  rates, shares = [[] for _ in components], [[] for _ in components]
   rounds = [settings.doctor_warmup_steps] + [settings.doctor_steps] * settings.doctor_rounds
   for round_index, steps in enumerate(rounds):
     for index, component in enumerate(components):
       if index in errors or not steps:
         continue
       try:
-        seconds = _seconds_per_step(component, steps)
+        seconds, share = _seconds_per_step(component, steps)
       except tf.errors.ResourceExhaustedError as error:
         errors[index] = error
         continue
       if round_index:
         rates[index].append(component.examples_per_step / seconds)
-  return rates
+        if share is not None:
+          shares[index].append(share)
+  return rates, shares
 
 
 def _traced_step(component):
@@ -208,9 +227,8 @@ def measure(components, settings, trace=None):
         _open(component, stack)
       except tf.errors.ResourceExhaustedError as error:
         errors[index] = error
-    rates = _rounds(components, settings, errors)
+    rates, shares = _rounds(components, settings, errors)
     if trace is not None and trace not in errors:
       run_metadata = _traced_step(components[trace])
-  return ([_result(component, component_rates, errors.get(index))
-           for index, (component, component_rates) in enumerate(zip(components, rates))],
-          run_metadata)
+  return ([_result(component, rates[index], shares[index], errors.get(index))
+           for index, component in enumerate(components)], run_metadata)

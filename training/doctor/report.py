@@ -72,6 +72,13 @@ def _devices(diagnosis):
           % (gpus, logical, diagnosis.run['cpu_cores'])]
 
 
+def _input_wait(measurements):
+  """The full step's input wait, as the trainer's progress lines measure it."""
+  return ['Input wait of the full training step: %.0f%% of its time (what the progress '
+          'lines show as input wait; docs/monitoring.md)' % (100 * m.input_wait_share)
+          for m in measurements if m.component == FULL and m.input_wait_share is not None]
+
+
 def format_text(diagnosis):
   """The report as printed: header, devices, placement, table, verdict."""
   run = diagnosis.run
@@ -86,7 +93,7 @@ def format_text(diagnosis):
   lines.append('Placement (traced full step):')
   lines += ['  ' + line for line in describe_placement(diagnosis.placements)
             or ['not traced: the full step failed']]
-  lines += [''] + _table(diagnosis) + ['']
+  lines += [''] + _table(diagnosis) + _input_wait(diagnosis.measurements) + ['']
   verdict = diagnosis.verdict
   lines += ['Verdict: %s' % verdict.name, '  ' + verdict.reason,
             'Change: %s' % ' '.join(verdict.flags), '  ' + verdict.advice]

@@ -6,7 +6,10 @@ The rules, first match wins (N = the clone count the flags ask for):
   input-bound     the input pipeline alone gives less than INPUT_SHARE (0.8) of the model
                   step's examples/sec on synthetic data at N clones, and the full step is
                   at most FULL_OVER_INPUT (1.25) x the input's rate: data arrive slower
-                  than the model takes them, and training runs at the data's pace;
+                  than the model takes them, and training runs at the data's pace; or the
+                  full step waited for input more than INPUT_WAIT (0.5) of its time (the
+                  trainer's own measure, its progress lines' input wait): the pipeline
+                  keeps up alone but not beside the model, which takes its cores;
   clone overhead  N > 1 clones on synthetic data give less than CLONES_GAIN (1.2) x one
                   clone's examples/sec: more clones, no more work done;
   compute-bound   otherwise: the model step is the limit, the input keeps up.
@@ -21,7 +24,8 @@ from deployment.placement import short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
 __all__ = ['INPUT_BOUND', 'COMPUTE_BOUND', 'CLONE_OVERHEAD', 'MEMORY', 'VERDICTS',
-           'INPUT_SHARE', 'FULL_OVER_INPUT', 'CLONES_GAIN', 'Verdict', 'decide']
+           'INPUT_SHARE', 'FULL_OVER_INPUT', 'INPUT_WAIT', 'CLONES_GAIN', 'Verdict',
+           'decide']
 
 INPUT_BOUND = 'input-bound'
 COMPUTE_BOUND = 'compute-bound'
@@ -31,6 +35,7 @@ VERDICTS = (INPUT_BOUND, COMPUTE_BOUND, CLONE_OVERHEAD, MEMORY)
 
 INPUT_SHARE = 0.8
 FULL_OVER_INPUT = 1.25
+INPUT_WAIT = 0.5
 CLONES_GAIN = 1.2
 
 
@@ -51,6 +56,19 @@ def _rates(measurements):
   synthetic = {m.num_clones: m.examples_per_sec for m in done if m.component == SYNTHETIC}
   full = next((m.examples_per_sec for m in done if m.component == FULL), None)
   return input_rate, synthetic, full
+
+
+def _full_wait(measurements):
+  """The full step's input-wait share (the progress lines' figure), or None."""
+  return next((m.input_wait_share for m in measurements
+               if m.component == FULL and m.examples_per_sec is not None), None)
+
+
+def _waited(full_wait):
+  if full_wait is None:
+    return ''
+  return ('; the full step waited for input %.0f%% of its time (the progress lines\' '
+          'input wait)' % (100 * full_wait))
 
 
 def _memory(measurements):
@@ -88,21 +106,40 @@ def _shared(shared, num_clones, clone_on_cpu, num_gpus):
                  'listed above.' % fix)
 
 
-def _input_bound(input_rate, model_rate, full_rate, num_clones):
+def _slow_pipeline(input_rate, model_rate, full_rate):
+  """The rates say it: the pipeline alone is slower than the model, training follows it."""
   if input_rate is None or model_rate is None or input_rate >= INPUT_SHARE * model_rate:
-    return None
-  if full_rate is not None and full_rate > FULL_OVER_INPUT * input_rate:
-    return None
+    return False
+  return full_rate is None or full_rate <= FULL_OVER_INPUT * input_rate
+
+
+def _input_bound(input_rate, model_rate, full_rate, num_clones, full_wait):
+  if not _slow_pipeline(input_rate, model_rate, full_rate):
+    return _starved_beside_the_model(input_rate, model_rate, full_wait)
   return Verdict(
       INPUT_BOUND, 'the input pipeline alone gives %.1f examples/sec, %.2fx the model step '
-      'on synthetic data with %d clone(s) (%.1f); the full step runs at %s' % (
+      'on synthetic data with %d clone(s) (%.1f); the full step runs at %s%s' % (
           input_rate, input_rate / model_rate, num_clones, model_rate,
-          'n/a' if full_rate is None else '%.1f' % full_rate),
+          'n/a' if full_rate is None else '%.1f' % full_rate, _waited(full_wait)),
       ('--num_preprocessing_threads', '--num_readers'),
       'Raise --num_preprocessing_threads (examples decoded and preprocessed in parallel; '
       'up to the cores the model leaves free) and --num_readers (shard files read at '
       'once; at most the number of shards). If the CPU is already busy, make the data '
       'cheaper to decode (smaller frames or images at conversion).')
+
+
+def _starved_beside_the_model(input_rate, model_rate, full_wait):
+  if full_wait is None or full_wait <= INPUT_WAIT:
+    return None
+  alone = ('%.2fx' % (input_rate / model_rate)) if input_rate and model_rate else 'n/a'
+  return Verdict(
+      INPUT_BOUND, 'the full step waited for input %.0f%% of its time (the progress lines\' '
+      'input wait), though the input pipeline alone makes %s the model step\'s rate: it '
+      'keeps up alone, not beside the model, which takes the cores it decodes on' % (
+          100 * full_wait, alone),
+      ('--num_preprocessing_threads', '--train_image_size', '--clip_frames'),
+      'Make the data cheaper to decode (smaller frames or images at conversion, fewer '
+      '--clip_frames); raise --num_preprocessing_threads only if cores are left idle.')
 
 
 def _clone_overhead(synthetic, num_clones, clone_on_cpu):
@@ -125,13 +162,14 @@ def _clone_overhead(synthetic, num_clones, clone_on_cpu):
       'examples/sec.%s' % (best, CLONES_GAIN, note))
 
 
-def _compute_bound(input_rate, synthetic, num_clones):
+def _compute_bound(input_rate, synthetic, num_clones, full_wait):
   model_rate = synthetic.get(num_clones)
   share = ('%.2fx' % (input_rate / model_rate) if input_rate and model_rate else 'n/a')
   return Verdict(
       COMPUTE_BOUND, 'the model step is the limit: %s examples/sec on synthetic data with '
-      '%d clone(s); the input pipeline alone keeps up (%s that)' % (
-          'n/a' if model_rate is None else '%.1f' % model_rate, num_clones, share),
+      '%d clone(s); the input pipeline alone keeps up (%s that)%s' % (
+          'n/a' if model_rate is None else '%.1f' % model_rate, num_clones, share,
+          _waited(full_wait)),
       ('--num_clones', '--train_image_size', '--clip_frames'),
       'More devices (--num_clones, one per GPU) or less work per example '
       '(--train_image_size, --clip_frames for video nets, --depth_multiplier for i3d). '
@@ -153,8 +191,10 @@ def decide(measurements, num_clones, shared=None, clone_on_cpu=False, num_gpus=0
     A Verdict.
   """
   input_rate, synthetic, full_rate = _rates(measurements)
+  full_wait = _full_wait(measurements)
   return (_memory(measurements)
           or _shared(shared, num_clones, clone_on_cpu, num_gpus)
-          or _input_bound(input_rate, synthetic.get(num_clones), full_rate, num_clones)
+          or _input_bound(input_rate, synthetic.get(num_clones), full_rate, num_clones,
+                          full_wait)
           or _clone_overhead(synthetic, num_clones, clone_on_cpu)
-          or _compute_bound(input_rate, synthetic, num_clones))
+          or _compute_bound(input_rate, synthetic, num_clones, full_wait))

@@ -9,12 +9,15 @@ margins, not the step counts, make the verdicts stable.
 
 import dataclasses
 import os
-import time
 
 import pytest
 
 from datasets.inputs.synthetic_input import SyntheticInput
 from deployment.session_config import make_session_config
+from datasets.inputs import input_factory
+from tests.training.starved_input import StarvedInput, starve_training
+from tests.training.test_summaries import wait_shares
+from tests.training.test_train import train_with_timeout
 from tf_compat import tf
 from training.config import TrainConfig
 from training.doctor import diagnosis, verdicts
@@ -27,34 +30,6 @@ pytestmark = pytest.mark.slow
 SLEEP_SECS = 0.5
 BATCH = 8
 SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
-
-
-class StarvedInput:
-  """The real input with a half-second sleep per batch (in a py_function, so it holds no
-  core): the pipeline is slow on purpose, whatever the machine's load."""
-
-  def __init__(self, real):
-    self.real = real
-    self.kind = real.kind
-
-  def skip_counter(self, limit):
-    return self.real.skip_counter(limit)
-
-  def dataset(self, split, settings, skips=None):
-    def starve(*batch):
-      slept = tf.py_function(lambda: time.sleep(SLEEP_SECS) or 0, [], tf.int32)
-      with tf.control_dependencies([slept]):
-        return tuple(tf.identity(tensor) for tensor in batch)
-    return self.real.dataset(split, settings, skips).map(starve)
-
-  def finish(self, batch, split):
-    return self.real.finish(batch, split)
-
-  def summarize(self, inputs, labels, split, settings):
-    return self.real.summarize(inputs, labels, split, settings)
-
-  def describe(self, settings, split):
-    return 'starved ' + self.real.describe(settings, split)
 
 
 def _config(digits_dir, tmp_path, **overrides):
@@ -73,7 +48,7 @@ def _rates(result):
 def test_a_starved_pipeline_is_input_bound(digits_dir, tmp_path):
   config = _config(digits_dir, tmp_path)
   setup = check_train_config(config)
-  setup = dataclasses.replace(setup, input=StarvedInput(setup.input))
+  setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
   result = diagnosis.diagnose(config, SETTINGS, setup=setup)
   rates = _rates(result)
   assert rates[(INPUT, None)] < 1.2 * BATCH / SLEEP_SECS
@@ -121,3 +96,27 @@ def test_run_doctor_prints_the_table_and_writes_it_with_the_plot(digits_dir, tmp
     assert os.path.getsize(str(tmp_path / 'out' / name)) > 0
   with open(str(tmp_path / 'out' / 'doctor.png'), 'rb') as handle:
     assert handle.read(8) == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.parametrize('starved', [False, True], ids=['digits', 'starved digits'])
+def test_the_doctor_and_the_progress_lines_agree_on_the_input(digits_dir, tmp_path,
+                                                              monkeypatch, starved):
+  """The doctor's verdict, its full step's input wait and a training's progress lines of
+  the same settings (2 clones; the starved input sleeps 0.5 s per batch) all say
+  input-bound, or all say not."""
+  config = _config(digits_dir, tmp_path, num_clones=2, max_number_of_steps=7,
+                   log_every_n_steps=2, save_interval_secs=600)
+  setup = check_train_config(config)
+  if starved:
+    setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
+    starve_training(monkeypatch, input_factory.IMAGE, SLEEP_SECS)
+  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  doctor_wait = next(m.input_wait_share for m in result.measurements if m.component == FULL)
+  train_with_timeout(config)
+  shares = wait_shares(tmp_path / 'train') + [doctor_wait]
+  assert len(shares) == 3
+  assert (result.verdict.name == verdicts.INPUT_BOUND) == starved, result.verdict
+  if starved:
+    assert sum(share > 0.6 for share in shares) == 3, shares
+  else:
+    assert sum(share > 0.2 for share in shares) == 0, shares
