@@ -124,6 +124,14 @@ class JobSetPods(LocalCluster):
     return env
 
 
+def addressing_flag(pods):
+  """The --addressing every pod's command gives (the manifest's, so the run uses it too)."""
+  flags = {arg.split('=', 1)[1] for pod in pods for arg in pod.container['command']
+           if arg.startswith('--addressing=')}
+  assert len(flags) == 1, flags
+  return flags.pop()
+
+
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, tmp_path):
@@ -133,7 +141,8 @@ def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, t
              for pod in pods)   # The manifest's program; the flags are a small run's.
   train_dir = tmp_path / 'train'
   command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
-                                sync_replicas=True, replicas_to_aggregate=2))
+                                sync_replicas=True, replicas_to_aggregate=2)
+                    + ['--addressing=%s' % addressing_flag(pods)])
   try:
     with JobSetPods(pods, command, str(tmp_path / 'logs')) as pod_cluster:
       status = pod_cluster.supervise(lambda: False, grace_secs=30)
