@@ -91,10 +91,10 @@ def _find_layers(clones):
 
 def _clone_statistics(tensor, device, channels):
   """(mean, biased variance, values per channel) of one clone's layer input."""
-  if tensor.shape[-1] != channels:
+  if tensor.shape.as_list()[-1] != channels:
     raise ValueError('%s: %s values per position, %d moving statistics: batch norm over '
-                     'the last axis (channels last) only' % (tensor.name, tensor.shape[-1],
-                                                             channels))
+                     'the last axis (channels last) only' % (
+                         tensor.name, tensor.shape.as_list()[-1], channels))
   with tf.device(device):
     values = tf.cast(tensor, tf.float32)
     axes = list(range(values.shape.ndims - 1))
@@ -123,7 +123,7 @@ class PreciseBatchNorm:
     self.layers = _find_layers(clones)
     if not self.layers:
       raise ValueError('precise batch norm: the clones have no batch norm update ops')
-    sizes = [tensor.shape[0] for tensor, _ in self.layers[0].inputs]
+    sizes = [tensor.shape.as_list()[0] for tensor, _ in self.layers[0].inputs]
     self._batch = ('%d examples' % sum(sizes) if None not in sizes else 'the global batch')
     shadows = {v.op.name[:-len(_SHADOW)]: v for v in tf.global_variables()
                if v.op.name.endswith(_SHADOW)}

@@ -207,12 +207,14 @@ def _stop(sv, sess, runners):
 
 
 def _begin(sv, sess, global_step, saves):
-  """The chief's start: the session's step in the events (TensorBoard drops what an
-  earlier run wrote after it) and in the checkpoint saves."""
+  """The chief's start: the session in the events and in the checkpoint saves."""
   step = int(sess.run(global_step))
   logging.info('Session ready at global step %d', step)
   if sv.summary_writer is not None:
-    sv.summary_writer.add_session_log(tf.SessionLog(status=tf.SessionLog.START), step)
+    # TensorBoard drops the events at and after a START's step: those of an earlier run
+    # after its checkpoint at `step`, which this run trains again. Its summary at `step`
+    # (the step that ended there) is of the checkpointed weights' own batch: it stays.
+    sv.summary_writer.add_session_log(tf.SessionLog(status=tf.SessionLog.START), step + 1)
   if saves is not None:
     saves.begin(step)
 

@@ -5,8 +5,7 @@ first traced step that the compute ran in half precision.
 Every run of the comparison starts from one float32 checkpoint (60 float32 steps from a
 seeded initialization: test accuracy about 0.93), reads the same seeded batches (2 clones
 of 16) and has no dropout, so the runs differ only in precision; each trains 40 steps
-(momentum, cosine from 0.01) with --save_summaries_secs=0 (the summary thread draws a
-batch of its own at start: docs/monitoring.md). Tolerance for "tracks the float32 loss
+(momentum, cosine from 0.01). Tolerance for "tracks the float32 loss
 curve": every step's total loss within 0.05 + 15% of float32's for float16 (10-bit
 mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of the 40 steps
 within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
@@ -86,8 +85,7 @@ def runs(digits_dir, tmp_path_factory):
       result = train_module.train(_config(
           digits_dir, root / mixed_precision, max_number_of_steps=STEPS,
           learning_rate=0.01, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
-          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision,
-          save_summaries_secs=0))
+          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision))
       record.checkpoint = result.checkpoint
       record.accuracy = _accuracy(digits_dir, result.checkpoint)
       results[mixed_precision] = record

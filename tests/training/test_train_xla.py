@@ -49,7 +49,7 @@ def _common(train_dir, **values):
   values.update(train_dir=str(train_dir), max_number_of_steps=STEPS, optimizer='sgd',
                 learning_rate_decay_type='fixed', dropout_keep_prob=1.0, num_readers=1,
                 num_preprocessing_threads=1, log_every_n_steps=STEPS,
-                save_summaries_secs=0, save_interval_secs=600)  # no summary thread: it draws batches
+                save_interval_secs=600)
   return TrainConfig(**values)
 
 
