@@ -71,10 +71,8 @@ class ProgressStep:
       skips: optional damaged_frames.SkipCounter of this worker's input: its counts go in
         the lines and (the chief's) TensorBoard, and training stops once it is `exceeded`
         (`stopped_for_damage` is then True).
-      summary_op: optional merged summary op of the graph; with a summary writer (the
-        chief's) it is fetched with train_op whenever `summary_cadence`
-        (training.cadence.Cadence) is due, so it shows the batch that step trains on,
-        and written at the step read after the update.
+      summary_op: optional summary op, fetched with train_op (the step's own batch) when
+        there is a writer and `summary_cadence` (training.cadence.Cadence) is due.
     """
     self._summary_op = summary_op
     self._summary_cadence = summary_cadence

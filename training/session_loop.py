@@ -166,15 +166,16 @@ def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog,
   """Steps until the step function or the coordinator says stop, a stop is requested,
   or inputs end; between two steps the chief's `saves` may save."""
   try:
-    while not sv.should_stop() and not (stop_event is not None and stop_event.is_set()):
+    while not sv.should_stop():
       _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
       if watchdog:
         watchdog.beat()
-      if should_stop:
+      if not should_stop and saves is not None:
+        saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
+      # A stop requested during that save ends the run here, not one step later.
+      if should_stop or (stop_event is not None and stop_event.is_set()):
         logging.info('Stopping training')
         return
-      if saves is not None:
-        saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
   except tf.errors.OutOfRangeError as error:
     # The input ended, or the chief closed the sync token queue: training is over.
     logging.info('Training ended (%s)', str(error).splitlines()[0])
@@ -228,6 +229,26 @@ def _finish(sess, saves, finished, finish_fn, watchdog):
   saves.final(sess)
 
 
+def _supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeouts):
+  """-> (the Supervisor: session preparation, queue runners, the chief's summary writer,
+  and no thread beside the steps (no summary op, no intervals); its session manager)."""
+  graph = global_step.graph
+  with graph.as_default():
+    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
+  manager = _ResumingSessionManager(
+      ops.global_ready_op, distributed, local_init_op=ops.local_init_op,
+      ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
+      graph=graph, recovery_wait_secs=timeouts.recovery_wait_secs)
+  return tf.train.Supervisor(
+      graph=graph, is_chief=is_chief, logdir=logdir, init_op=ops.init_op,
+      local_init_op=ops.local_init_op, ready_op=ops.ready_op,
+      ready_for_local_init_op=ops.ready_for_local_init_op, summary_op=None,
+      global_step=global_step, saver=saver, save_summaries_secs=0, save_model_secs=0,
+      recovery_wait_secs=timeouts.recovery_wait_secs,
+      stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
+      init_fn=init_fn), manager
+
+
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
@@ -243,27 +264,14 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   the watchdog. The Watchdog is armed only in a cluster (`master` set). `worker_stats`:
   optional deployment.worker_stats.WorkerStats. -> True when training ran to its end
   (steps or inputs), False when `stop_event` ended it."""
-  graph = train_op.graph
-  with graph.as_default():
+  with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
-    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
-  manager = _ResumingSessionManager(
-      ops.global_ready_op, bool(master), local_init_op=ops.local_init_op,
-      ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
-      graph=graph, recovery_wait_secs=timeouts.recovery_wait_secs)
-  # No summary op and no intervals: the Supervisor starts no thread beside the steps.
-  sv = tf.train.Supervisor(
-      graph=graph, is_chief=is_chief, logdir=logdir, init_op=ops.init_op,
-      local_init_op=ops.local_init_op, ready_op=ops.ready_op,
-      ready_for_local_init_op=ops.ready_for_local_init_op, summary_op=None,
-      global_step=global_step, saver=saver, save_summaries_secs=0, save_model_secs=0,
-      recovery_wait_secs=timeouts.recovery_wait_secs,
-      stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
-      init_fn=init_fn)
+  sv, manager = _supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
+                            timeouts)
   saves = None
   if is_chief and logdir:
-    saves = CheckpointSaves(saver, logdir, global_step,
+    saves = CheckpointSaves(sv.saver, logdir, global_step,
                             Cadence(save_interval_steps, save_interval_secs))
   watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None)
               if master else None)

@@ -36,11 +36,10 @@ from absl import flags
 
 from core.params import config_from_flags, define_flags
 from datasets.inputs import image_input
-from nets import nets_factory
 from tests import video_testdata
 from tests.deployment.test_launch_local import write_aligned_dataset
 from tests.evaluation.tensorboard_events import read_eval_dir
-from tests.training.run_spy import seed_inputs, spy_on_training
+from tests.training.run_spy import seed_inputs, seeded_lenet_checkpoint, spy_on_training
 from tf_compat import tf
 from training import precise_bn, train as train_module
 from training.config import TrainConfig
@@ -150,16 +149,6 @@ def test_precise_bn_finds_every_batch_norm_of_the_two_i3d_clones(resumed_run):
     assert reader.get_tensor(layer.name + '/moving_variance').min() > 0
 
 
-def _lenet_checkpoint(directory):
-  with tf.Graph().as_default():
-    tf.set_random_seed(5)
-    nets_factory.get_network_fn('lenet', num_classes=10)(tf.zeros([1, 28, 28, 3]))
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      return tf.train.Saver().save(sess, os.path.join(directory, 'init.ckpt'),
-                                   write_meta_graph=False)
-
-
 def checkpoint_values(path):
   reader = tf.train.load_checkpoint(path)
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
@@ -173,7 +162,7 @@ def test_restoring_a_checkpoint_written_between_steps_replays_the_run(tmp_path,
       image_input.build_image_dataset, shuffle_buffer_size=1))
   config = TrainConfig(
       dataset_name='image_folder', dataset_dir=data, model_name='lenet',
-      train_dir=str(tmp_path / 'whole'), checkpoint_path=_lenet_checkpoint(str(tmp_path)),
+      train_dir=str(tmp_path / 'whole'), checkpoint_path=seeded_lenet_checkpoint(str(tmp_path), seed=5, channels=3),
       batch_size=16, optimizer='momentum', learning_rate=0.01,
       learning_rate_decay_type='fixed', dropout_keep_prob=1.0, num_readers=1,
       num_preprocessing_threads=1, log_every_n_steps=1, max_number_of_steps=REPLAY_END,
