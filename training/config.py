@@ -32,8 +32,19 @@ class TrainConfig:
   num_readers: int = param(4, 'Number of record files read in parallel.')
   num_preprocessing_threads: int = param(4, 'Number of threads decoding and preprocessing.')
   log_every_n_steps: int = param(10, 'How often (in steps) progress lines are logged.')
-  save_summaries_secs: int = param(600, 'How often (seconds) summaries are saved.')
-  save_interval_secs: int = param(600, 'How often (seconds) the model is saved.')
+  save_summaries_steps: Optional[int] = param(
+      None, 'The graph\'s summaries (losses, clips, histograms) are fetched with the '
+      'training step and written every this many global steps; unset = every '
+      '--log_every_n_steps; 0 = off.')
+  save_summaries_secs: int = param(
+      600, 'Summaries are also written once this many seconds have passed since the last '
+      '(whichever of this and --save_summaries_steps comes first); 0 = off.')
+  save_interval_secs: int = param(
+      600, 'The chief saves a checkpoint, between two steps, once this many seconds have '
+      'passed since the last; 0 = off. Training always saves at its end.')
+  save_interval_steps: int = param(
+      0, 'The chief also saves every this many global steps (whichever comes first); '
+      '0 = off.')
   task: int = param(0, 'Task id of the replica running the training.')
   gpu_allow_growth: bool = gpu_allow_growth_param()
   gpu_memory_fraction: float = gpu_memory_fraction_param()
@@ -112,6 +123,11 @@ class TrainConfig:
   batch_norm_decay: Optional[float] = param(
       None, 'Moving-average decay of batch norm (i3d, lenet with batch norm); unset = '
       'network default (0.999). Lower it for short runs.')
+  precise_bn_batches: int = param(
+      0, 'Precise batch norm (PySlowFast\'s): after the last step, with the weights fixed, '
+      'recompute every batch-norm moving mean and variance over this many training '
+      'batches (each clone\'s batch together: the global batch) before the final '
+      'checkpoint; not when stopped by a signal. 0 = off (the moving averages).')
   dropout_keep_prob: Optional[float] = param(
       None, 'Dropout keep probability before the logits; unset = network default.')
   depth_multiplier: Optional[float] = param(

@@ -2,15 +2,18 @@
 progress lines.
 
 slim's own step runs three session calls per step (train, should_log, should_stop); this
-one runs one and decides the rest in Python. Each time the global step crosses a multiple
-of `log_every_n_steps` it logs
+one runs one and decides the rest in Python. When the summary cadence is due (the chief:
+--save_summaries_steps, --save_summaries_secs) that one run also fetches the graph's
+summaries, so they show the batch the step trains on. Each time the global step crosses
+a multiple of `log_every_n_steps` it logs
 
     step 120 of 1000: loss = 0.3124 (2451.3 examples/sec; 0.026 sec/step; lr 0.01;
         input wait 3%; ETA 23s)
 
 (" of N" and the ETA with a step limit; lr and input wait when the graph gives them; with
 float16 the loss scale and the steps skipped for overflow, `scalars`), and
-the chief writes examples_per_sec, sec_per_step, input/wait_share and, for video clips,
+the chief writes examples_per_sec, sec_per_step, global_step/sec, input/wait_share and,
+for video clips,
 input/skipped_clips and input/damaged_videos (clips skipped because a frame does not
 decode, and the distinct videos they came from) to TensorBoard at the same moment with
 the same values (`training.summaries.write_scalars`). examples/sec counts this worker's
@@ -43,7 +46,8 @@ class ProgressStep:
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
-               worker_stats=None, cluster=None, scalars=(), skips=None):
+               worker_stats=None, cluster=None, scalars=(), skips=None, summary_op=None,
+               summary_cadence=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -68,7 +72,11 @@ class ProgressStep:
       skips: optional damaged_frames.SkipCounter of this worker's input: its counts go in
         the lines and (the chief's) TensorBoard, and training stops once it is `exceeded`
         (`stopped_for_damage` is then True).
+      summary_op: optional summary op, fetched with train_op (the step's own batch) when
+        there is a writer and `summary_cadence` (training.cadence.Cadence) is due.
     """
+    self._summary_op = summary_op
+    self._summary_cadence = summary_cadence
     self._skips = skips
     self.stopped_for_damage = False
     self._on_first_step = on_first_step
@@ -115,6 +123,8 @@ class ProgressStep:
       self._start_time = self._last_time = time.time()
       if self._cluster is not None:
         self._cluster.report(sess.run(self._table), self._start_time)
+      if self._summary_cadence is not None:
+        self._summary_cadence.start(self.last_global_step)
       if self._done(self.last_global_step):
         return self.last_loss, True
     loss, step = self._run(sess, [train_op, step_after_train],
@@ -130,10 +140,17 @@ class ProgressStep:
       return loss, True
     return loss, self._done(step)
 
+  def _summary_due(self, summary_writer):
+    return (summary_writer is not None and self._summary_op is not None
+            and self._summary_cadence is not None
+            and self._summary_cadence.due(self.last_global_step + 1))
+
   def _run(self, sess, fetches, summary_writer=None):
-    """-> (loss, step), fetching the extras too; the first step traced if asked."""
-    if self._extras:
-      fetches = fetches + [self._extras]
+    """-> (loss, step), fetching the extras too, and the summaries of this very step
+    when due (no batch of their own); the first step traced if asked."""
+    summarize = self._summary_due(summary_writer)
+    fetches = (list(fetches) + ([self._extras] if self._extras else [])
+               + ([self._summary_op] if summarize else []))
     started = time.time()
     if self._on_first_step is None:
       values = sess.run(fetches)
@@ -144,6 +161,9 @@ class ProgressStep:
           trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
       callback, self._on_first_step = self._on_first_step, None
       callback(metadata, summary_writer)
+    if summarize:
+      summary_writer.add_summary(values[-1], values[1])
+      self._summary_cadence.done(values[1])
     if self._extras:
       self._last_extras = values[2]
       if 'worker_row' in self._last_extras:
@@ -158,7 +178,8 @@ class ProgressStep:
     steps = self._steps_since_log
     elapsed = max(1e-9, now - self._last_time)
     self.examples_per_sec = steps * self._examples_per_step / elapsed
-    scalars = {'examples_per_sec': self.examples_per_sec, 'sec_per_step': elapsed / steps}
+    scalars = {'examples_per_sec': self.examples_per_sec, 'sec_per_step': elapsed / steps,
+               'global_step/sec': (step - self._last_logged_step) / elapsed}
     self._update_input_wait()
     if self.input_wait_share is not None:
       scalars['input/wait_share'] = self.input_wait_share

@@ -1,9 +1,11 @@
 """The training loop: slim.learning.train's Supervisor loop, with a lifecycle that ends.
 
-`supervised_train` runs the loop slim.learning.train runs (same Supervisor, checkpoints,
-summaries and init ops; the same `train_step_fn` protocol), and changes what makes
-parameter-server jobs hang or crash at the edges (tensorflow#7970, #5022, #11753,
-#13779; models#6566):
+`supervised_train` runs the loop slim.learning.train runs (same Supervisor session
+manager, init ops and `train_step_fn` protocol) with nothing beside the steps: the chief
+saves between steps (training.checkpoint_saves) and the step itself fetches the summaries
+when due (training.progress), so what is written belongs to one step; no Supervisor
+service thread runs. It also changes what makes parameter-server jobs hang or crash at
+the edges (tensorflow#7970, #5022, #11753, #13779; models#6566):
 
   * Non-chief workers poll for the chief's model every `recovery_wait_secs` (slim's
     Supervisor: 30 s).
@@ -35,6 +37,8 @@ from absl import logging
 
 from core import errors
 from tf_compat import tf
+from training.cadence import Cadence
+from training.checkpoint_saves import CheckpointSaves
 
 __all__ = ['LoopTimeouts', 'supervised_train', 'Watchdog', 'EXIT_CLUSTER_FAILURE',
            'flush_and_exit']
@@ -150,14 +154,26 @@ def _close_quietly(sess):
     logging.warning('Closing the session: %s', str(error).splitlines()[0])
 
 
-def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog):
-  """Steps until the step function or the coordinator says stop, or inputs end."""
+def _step_of(train_step_fn, sess, global_step):
+  """The global step after the last step: the step function's reading when it keeps one
+  (training.progress.ProgressStep's `last_global_step`), else read."""
+  step = getattr(train_step_fn, 'last_global_step', None)
+  return int(sess.run(global_step)) if step is None else step
+
+
+def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog, saves,
+               stop_event):
+  """Steps until the step function or the coordinator says stop, a stop is requested,
+  or inputs end; between two steps the chief's `saves` may save."""
   try:
     while not sv.should_stop():
       _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
       if watchdog:
         watchdog.beat()
-      if should_stop:
+      if not should_stop and saves is not None:
+        saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
+      # A stop requested during that save ends the run here, not one step later.
+      if should_stop or (stop_event is not None and stop_event.is_set()):
         logging.info('Stopping training')
         return
   except tf.errors.OutOfRangeError as error:
@@ -165,17 +181,11 @@ def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog)
     logging.info('Training ended (%s)', str(error).splitlines()[0])
 
 
-def _start_services(sv, sess, is_chief, logdir, ops, rejoined):
-  """Chief's checkpoint/summary threads, queue runners, sync tokens.
+def _start_runners(sv, sess, is_chief, ops, rejoined):
+  """Queue runners and the chief's sync token queue runner; -> their threads.
 
   `rejoined`: the chief continues a job the parameter servers hold (see _sync_ops).
-
-  Returns:
-    (service threads, queue-runner threads).
   """
-  services = []
-  if is_chief and logdir:
-    services = sv.start_standard_services(sess)
   runners = sv.start_queue_runners(sess)
   if is_chief and ops.queue_runner is not None:
     if rejoined:
@@ -183,51 +193,86 @@ def _start_services(sv, sess, is_chief, logdir, ops, rejoined):
                    'skipped (its gradients may be lost with the old chief, or half taken)')
       sess.run(ops.rejoin_op)
     runners += sv.start_queue_runners(sess, [ops.queue_runner])
-  return services, runners
+  return runners
 
 
-def _stop(sv, sess, services, runners, grace_secs):
+def _stop(sv, sess, runners):
   """Stops the threads, then the session, without "threads still running".
 
-  Checkpoint and summary services end after their current run (they may be writing
-  the last summary); the chief's sync queue runner only ends when the session closes,
-  which cancels its wait for gradients that no worker will send any more.
+  The chief's sync queue runner only ends when the session closes, which cancels its
+  wait for gradients that no worker will send any more.
   """
   sv.request_stop()
-  for thread in services:
-    thread.join(grace_secs)
   _close_quietly(sess)
-  sv.stop(services + runners, close_summary_writer=True, ignore_live_threads=True)
+  sv.stop(runners, close_summary_writer=True, ignore_live_threads=True)
+
+
+def _begin(sv, sess, global_step, saves):
+  """The chief's start: the session in the events and in the checkpoint saves."""
+  step = int(sess.run(global_step))
+  logging.info('Session ready at global step %d', step)
+  if sv.summary_writer is not None:
+    # TensorBoard drops the events at and after a START's step: those of an earlier run
+    # after its checkpoint at `step`, which this run trains again. Its summary at `step`
+    # (the step that ended there) is of the checkpointed weights' own batch: it stays.
+    sv.summary_writer.add_session_log(tf.SessionLog(status=tf.SessionLog.START), step + 1)
+  if saves is not None:
+    saves.begin(step)
+
+
+def _finish(sess, saves, finished, finish_fn, watchdog):
+  """The chief's end: `finish_fn` (training finished and the step moved), final save."""
+  if saves is None:
+    return
+  if finished and finish_fn is not None and saves.pending(sess):
+    finish_fn(sess, watchdog.beat if watchdog else lambda: None)
+  saves.final(sess)
+
+
+def _supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeouts):
+  """-> (the Supervisor: session preparation, queue runners, the chief's summary writer,
+  and no thread beside the steps (no summary op, no intervals); its session manager)."""
+  graph = global_step.graph
+  with graph.as_default():
+    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
+  manager = _ResumingSessionManager(
+      ops.global_ready_op, distributed, local_init_op=ops.local_init_op,
+      ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
+      graph=graph, recovery_wait_secs=timeouts.recovery_wait_secs)
+  return tf.train.Supervisor(
+      graph=graph, is_chief=is_chief, logdir=logdir, init_op=ops.init_op,
+      local_init_op=ops.local_init_op, ready_op=ops.ready_op,
+      ready_for_local_init_op=ops.ready_for_local_init_op, summary_op=None,
+      global_step=global_step, saver=saver, save_summaries_secs=0, save_model_secs=0,
+      recovery_wait_secs=timeouts.recovery_wait_secs,
+      stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
+      init_fn=init_fn), manager
 
 
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
-                     init_fn, summary_op, save_summaries_secs, save_interval_secs,
-                     sync_optimizer, session_config, timeouts, stop_event=None,
-                     worker_stats=None):
-  """Trains like slim.learning.train (same arguments, same protocol); see module doc.
+                     init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
+                     session_config, timeouts, stop_event=None, worker_stats=None,
+                     finish_fn=None):
+  """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
   the global step read after train_op, 'summary_writer': the chief's writer, or None}. The
-  Watchdog is armed only in a cluster (`master` set). `worker_stats`: optional
-  deployment.worker_stats.WorkerStats. -> True when training ran to its end (steps or
-  inputs), False when `stop_event` ended it."""
-  graph = train_op.graph
-  with graph.as_default():
+  chief saves to `logdir` between steps (every `save_interval_steps` global steps or
+  `save_interval_secs`, 0 = off; training.cadence) and at the end. `finish_fn(sess,
+  beat)`: run on the chief after the last step when training finished (not stopped) and
+  the global step moved, before the final save (precise batch norm); `beat()` re-arms
+  the watchdog. The Watchdog is armed only in a cluster (`master` set). `worker_stats`:
+  optional deployment.worker_stats.WorkerStats. -> True when training ran to its end
+  (steps or inputs), False when `stop_event` ended it."""
+  with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
-    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
-  manager = _ResumingSessionManager(
-      ops.global_ready_op, bool(master), local_init_op=ops.local_init_op,
-      ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
-      graph=graph, recovery_wait_secs=timeouts.recovery_wait_secs)
-  sv = tf.train.Supervisor(
-      graph=graph, is_chief=is_chief, logdir=logdir, init_op=ops.init_op,
-      local_init_op=ops.local_init_op, ready_op=ops.ready_op,
-      ready_for_local_init_op=ops.ready_for_local_init_op, summary_op=summary_op,
-      global_step=global_step, saver=saver, save_summaries_secs=save_summaries_secs,
-      save_model_secs=save_interval_secs, recovery_wait_secs=timeouts.recovery_wait_secs,
-      stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
-      init_fn=init_fn)
+  sv, manager = _supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
+                            timeouts)
+  saves = None
+  if is_chief and logdir:
+    saves = CheckpointSaves(sv.saver, logdir, global_step,
+                            Cadence(save_interval_steps, save_interval_secs))
   watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None)
               if master else None)
   with watchdog or contextlib.nullcontext():
@@ -236,29 +281,26 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
     sess = sv.prepare_or_wait_for_session(
         master, config=session_config, start_standard_services=False,
         max_wait_secs=float('inf'))
-    services, runners = [], []
+    runners = []
     try:
       if watchdog:
         watchdog.enter('training', sess, ops.add_token)
-      logging.info('Session ready at global step %d', sess.run(global_step))
-      services, runners = _start_services(sv, sess, is_chief, logdir, ops,
-                                          manager.continued_from_servers)
-      writer = sv.summary_writer if is_chief and logdir else None
+      _begin(sv, sess, global_step, saves)
+      runners = _start_runners(sv, sess, is_chief, ops, manager.continued_from_servers)
       _run_steps(sv, sess, train_step_fn, train_op, global_step,
-                 {'step_after_train': ops.step_after_train, 'summary_writer': writer},
-                 watchdog)
+                 {'step_after_train': ops.step_after_train,
+                  'summary_writer': sv.summary_writer if saves else None},
+                 watchdog, saves, stop_event)
       finished = not (stop_event is not None and stop_event.is_set())
       if watchdog:
         watchdog.enter('finishing')
-      if logdir and is_chief:
-        logging.info('Saving the final checkpoint to %s', logdir)
-        sv.saver.save(sess, sv.save_path, global_step=sv.global_step)
+      _finish(sess, saves, finished, finish_fn, watchdog)
       if finished and is_chief and ops.close_tokens is not None:
         sess.run(ops.close_tokens)
     finally:
       if watchdog:
         watchdog.enter('finishing')
-      _stop(sv, sess, services, runners, max(1.0, timeouts.stop_grace_secs))
+      _stop(sv, sess, runners)
   return finished
 
 

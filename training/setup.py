@@ -39,6 +39,7 @@ class TrainSetup:
   checkpoint_file: object      # fine-tune checkpoint prefix, or None
   checkpoint_name_map: object  # fn(variable name) -> checkpoint name, or None (same names)
   resume_checkpoint: object    # latest checkpoint already in train_dir, or None
+  save_summaries_steps: int = 0  # --save_summaries_steps resolved (unset: the progress cadence)
 
 
 
@@ -48,9 +49,13 @@ def _check_positive_ints(config):
     value = getattr(config, name)
     require(value >= 1, '--%s=%d must be >= 1' % (name, value))
   for name in ('num_ps_tasks', 'task', 'log_every_n_steps', 'save_summaries_secs',
-               'save_interval_secs', 'labels_offset'):
+               'save_interval_secs', 'save_interval_steps', 'labels_offset',
+               'precise_bn_batches'):
     value = getattr(config, name)
     require(value >= 0, '--%s=%d must be >= 0' % (name, value))
+  if config.save_summaries_steps is not None:
+    require(config.save_summaries_steps >= 0, '--save_summaries_steps=%d must be >= 0 (or '
+            'unset: every --log_every_n_steps)' % config.save_summaries_steps)
   if config.max_number_of_steps is not None:
     require(config.max_number_of_steps >= 1,
              '--max_number_of_steps=%d must be >= 1 (or unset to train until stopped)'
@@ -175,24 +180,39 @@ def _input_settings(config, spec, kind):
       repeat_first_frame=config.repeat_first_frame)
 
 
+def _require_batch_norm(config, spec, flag, what):
+  """`flag` (e.g. '--freeze_batch_norm=all') needs a network with batch norm to `what`."""
+  parameters = inspect.signature(spec.net_fn).parameters
+  with_batch_norm = [name for name in nets_factory.list_networks() if 'freeze_batch_norm'
+                     in inspect.signature(nets_factory.get_network_spec(name).net_fn).parameters]
+  require('freeze_batch_norm' in parameters, '%s: --model_name=%s has no batch norm to %s; '
+          'networks with batch norm: %s'
+          % (flag, config.model_name, what, ', '.join(with_batch_norm)))
+  if 'use_batch_norm' in parameters:
+    uses = (parameters['use_batch_norm'].default if config.use_batch_norm is None
+            else config.use_batch_norm)
+    require(uses, '%s: --model_name=%s has batch norm only with --use_batch_norm'
+            % (flag, config.model_name))
+
+
 def _check_freeze_batch_norm(config, spec):
   """--freeze_batch_norm names a mode, and the network has batch norm to freeze."""
   mode = config.freeze_batch_norm
   require(mode in batch_norm.FREEZE_MODES, '--freeze_batch_norm=%s is not known; valid: %s'
           % (mode, ', '.join(batch_norm.FREEZE_MODES)))
-  if mode == batch_norm.NONE:
+  if mode != batch_norm.NONE:
+    _require_batch_norm(config, spec, '--freeze_batch_norm=%s' % mode, 'freeze')
+
+
+def _check_precise_bn(config, spec):
+  """--precise_bn_batches needs batch norm in training mode: statistics to recompute."""
+  if not config.precise_bn_batches:
     return
-  parameters = inspect.signature(spec.net_fn).parameters
-  with_batch_norm = [name for name in nets_factory.list_networks() if 'freeze_batch_norm'
-                     in inspect.signature(nets_factory.get_network_spec(name).net_fn).parameters]
-  require('freeze_batch_norm' in parameters, '--freeze_batch_norm=%s: --model_name=%s has '
-          'no batch norm to freeze; networks with batch norm: %s'
-          % (mode, config.model_name, ', '.join(with_batch_norm)))
-  if 'use_batch_norm' in parameters:
-    uses = (parameters['use_batch_norm'].default if config.use_batch_norm is None
-            else config.use_batch_norm)
-    require(uses, '--freeze_batch_norm=%s: --model_name=%s has batch norm only with '
-            '--use_batch_norm' % (mode, config.model_name))
+  flag = '--precise_bn_batches=%d' % config.precise_bn_batches
+  _require_batch_norm(config, spec, flag, 'recompute')
+  require(config.freeze_batch_norm == batch_norm.NONE, '%s recomputes the moving statistics '
+          'that --freeze_batch_norm=%s keeps from the checkpoint; use one or the other'
+          % (flag, config.freeze_batch_norm))
 
 
 def _network_kwargs(config, dataset):
@@ -293,6 +313,7 @@ def check_train_config(config):
                                 config.dataset_dir)
   kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
   _check_freeze_batch_norm(config, spec)
+  _check_precise_bn(config, spec)
   _check_input_flags(config, kind)
   _check_input_files(config, dataset)
   index_check.check_index_counts(dataset)  # DamagedShards (a DataError) for a cut index
@@ -312,4 +333,6 @@ def check_train_config(config):
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,
       checkpoint_name_map=_checkpoint_name_map(spec, dataset, checkpoint_file),
-      resume_checkpoint=paths.latest_checkpoint(config.train_dir))
+      resume_checkpoint=paths.latest_checkpoint(config.train_dir),
+      save_summaries_steps=(config.log_every_n_steps if config.save_summaries_steps is None
+                            else config.save_summaries_steps))

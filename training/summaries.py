@@ -1,13 +1,13 @@
 """What training shows in TensorBoard beyond model_deploy's losses (docs/monitoring.md).
 
-In the graph (written by the chief's summary thread every --save_summaries_secs):
+In the graph (fetched with the chief's training step when due: training/progress.py):
   Accuracy/batch_top1        top-1 of the first clone's training batch, before its update
   activations/<end point>, sparsity/<end point>
                              with --summarize_activations (slim's activation summaries)
   the input's own summaries  (datasets.inputs.input_factory: clips after augmentation)
 
 From Python (written by the progress step at each progress line, `write_scalars`):
-  examples_per_sec, sec_per_step, input/wait_share (see InputWait)
+  examples_per_sec, sec_per_step, global_step/sec, input/wait_share (see InputWait)
   cluster/worker_<i>/steps_per_sec, cluster/stale_gradients,
   cluster/worker_<i>/stale_gradients
                              the chief in a cluster (deployment.worker_stats)

@@ -5,8 +5,10 @@ Wiring only: the input of the dataset's kind from `datasets.inputs.input_factory
 `nets/`, clones and the train op from `deployment.model_deploy.deploy` (through
 `deployment.accumulation.deploy`, which adds --num_micro_batches), and the loop is
 `training.session_loop.supervised_train` (slim.learning.train's Supervisor loop, kept here
-so that cluster jobs end cleanly) with `training.progress.ProgressStep`. Only the chief (task 0) writes
-checkpoints and summaries.
+so that cluster jobs end cleanly, with nothing beside the steps) with
+`training.progress.ProgressStep`, which fetches the summaries with the step. Only the chief
+(task 0) writes checkpoints (between steps) and summaries; with --precise_bn_batches it
+recomputes the batch-norm statistics (`training.precise_bn`) before the final checkpoint.
 """
 
 import collections
@@ -25,7 +27,8 @@ from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
 from datasets import damaged_shards
-from training import optimization, run_record, summaries
+from training import optimization, precise_bn, run_record, summaries
+from training.cadence import Cadence
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
@@ -46,7 +49,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
                    'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
-                   'skips'])
+                   'skips', 'precise_bn'])
 
 
 def _skip_counter(config, setup):
@@ -222,9 +225,11 @@ def build_training_graph(config, setup):
   train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
   if stats is not None and not config.sync_replicas:
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
+  precise = (precise_bn.PreciseBatchNorm(deployed.clones, config.precise_bn_batches)
+             if config.precise_bn_batches else None)
   return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
-                    stats, _progress_scalars(loss_scale), skips)
+                    stats, _progress_scalars(loss_scale), skips, precise)
 
 
 def _log_startup(config, setup):
@@ -309,6 +314,27 @@ def _too_many_damaged(config, setup, skips):
           frames[0], total, setup.dataset.dataset_dir))
 
 
+def _finish_fn(graph, step_fn):
+  """What the chief runs after the last step of a finished run: precise batch norm (not
+  for a run that stops on damaged data)."""
+  if graph.precise_bn is None:
+    return None
+
+  def finish(sess, beat):
+    if not step_fn.stopped_for_damage:
+      graph.precise_bn.run(sess, beat)
+  return finish
+
+
+def _log_precise_bn_skipped(config, graph, finished):
+  if graph.precise_bn is None or graph.precise_bn.ran or not config.is_chief:
+    return
+  logging.info('Precise batch norm (--precise_bn_batches=%d) not run: %s; the checkpoint '
+               'keeps the moving averages of training', config.precise_bn_batches,
+               'training was stopped before its end' if not finished else
+               'no step trained in this run')
+
+
 def _run_loop(config, setup, graph, step_fn, stop_event):
   """supervised_train with the graph; a damaged record shard ends it with one line
   (DamagedShards: the file, what is wrong, the command that rebuilds it)."""
@@ -322,11 +348,12 @@ def _run_loop(config, setup, graph, step_fn, stop_event):
     return supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
-        summary_op=graph.summary_op, save_summaries_secs=config.save_summaries_secs,
         save_interval_secs=config.save_interval_secs,
+        save_interval_steps=config.save_interval_steps,
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
-        stop_event=stop_event, worker_stats=graph.worker_stats)
+        stop_event=stop_event, worker_stats=graph.worker_stats,
+        finish_fn=_finish_fn(graph, step_fn))
 
 
 def train(config, stop_event=None):
@@ -351,8 +378,11 @@ def train(config, stop_event=None):
                            on_first_step=functools.partial(_first_step, config, setup),
                            worker_stats=graph.worker_stats,
                            cluster=_cluster_progress(config, graph.worker_stats),
-                           skips=graph.skips)
+                           skips=graph.skips, summary_op=graph.summary_op,
+                           summary_cadence=Cadence(setup.save_summaries_steps,
+                                                   config.save_summaries_secs))
     finished = _run_loop(config, setup, graph, step_fn, stop_event)
+  _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:
     raise _too_many_damaged(config, setup, graph.skips)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None

@@ -68,8 +68,9 @@ def environment():
   return env
 
 
-def write_aligned_dataset(directory, per_shard):
-  """image_folder records: train = 2 shards of `per_shard` RGB digits each."""
+def write_aligned_dataset(directory, per_shard, num_shards=2):
+  """image_folder records: train = `num_shards` (2) x `per_shard` RGB digits, written
+  into that many shards."""
   from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
   data = load_digits()
 
@@ -81,12 +82,12 @@ def write_aligned_dataset(directory, per_shard):
       yield image_records.image_to_example(buffer.getvalue(), b'png', int(data.target[i]),
                                            8, 8, 3).SerializeToString()
 
-  train_indices = list(range(2 * per_shard))
-  test_indices = list(range(2 * per_shard, 2 * per_shard + 4))
+  train_indices = list(range(num_shards * per_shard))
+  test_indices = list(range(num_shards * per_shard, num_shards * per_shard + 4))
   converted_data.write_converted_dataset(
       str(directory), 'image_folder', [str(d) for d in range(10)], 3,
       {'train': (records(train_indices), len(train_indices)),
-       'test': (records(test_indices), len(test_indices))}, num_shards=2)
+       'test': (records(test_indices), len(test_indices))}, num_shards=num_shards)
   return str(directory)
 
 

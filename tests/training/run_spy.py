@@ -7,12 +7,16 @@ and XLA tests.
     record.run_metadata    # the RunMetadata of the first (traced) step
 
 `seed_inputs(monkeypatch)` makes the image and clip inputs deterministic (a fixed shuffle
-and crop seed), so two runs from one checkpoint differ only in what the test changes.
+and crop seed), so two runs from one checkpoint differ only in what the test changes;
+`seeded_lenet_checkpoint` is such a checkpoint.
 """
 
 import functools
+import os
 
 from datasets.inputs import clip_input, image_input
+from nets import nets_factory
+from tf_compat import tf
 from training import train as train_module
 
 SEED = 7
@@ -65,3 +69,15 @@ def executed_kernels(run_metadata):
       dtype = node.output[0].tensor_description.dtype if node.output else None
       found.append((kernel, dtype))
   return found
+
+
+def seeded_lenet_checkpoint(directory, seed, channels=1):
+  """directory/init.ckpt: a 10-class LeNet for `channels`-channel images, initialized
+  from graph seed `seed`; -> its path."""
+  with tf.Graph().as_default():
+    tf.set_random_seed(seed)
+    nets_factory.get_network_fn('lenet', num_classes=10)(tf.zeros([1, 28, 28, channels]))
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      return tf.train.Saver().save(sess, os.path.join(directory, 'init.ckpt'),
+                                   write_meta_graph=False)

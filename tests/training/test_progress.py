@@ -9,6 +9,8 @@ import pytest
 
 from training import progress
 from deployment.worker_stats import ClusterProgress
+from tf_compat import tf
+from training.cadence import Cadence
 from training.progress import ProgressStep
 
 LINE = re.compile(r'^step (\d+)(?: of \d+)?: loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
@@ -236,7 +238,7 @@ def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_t
   assert [step for step, _ in writer.summaries] == [4, 8, 12]
   step, values = writer.summaries[1]
   assert values == pytest.approx({'examples_per_sec': 128.0, 'sec_per_step': 0.5,
-                                  'input/wait_share': 0.25})
+                                  'global_step/sec': 2.0, 'input/wait_share': 0.25})
 
 
 def test_the_input_wait_share_is_of_the_steps_time_not_of_what_ran_between_them(clock,
@@ -289,8 +291,56 @@ def test_the_chief_shows_each_workers_rate_and_the_stale_count(clock, caplog):
       'cluster: steps/sec by worker 0: 4.00, 1: 8.00; stale gradients dropped: 8 '
       '(worker 1: 8)']
   assert writer.summaries[1][1] == pytest.approx({
-      'examples_per_sec': 32.0, 'sec_per_step': 0.25,
+      'examples_per_sec': 32.0, 'sec_per_step': 0.25, 'global_step/sec': 4.0,
       'cluster/worker_0/steps_per_sec': 4.0, 'cluster/worker_1/steps_per_sec': 8.0,
       'cluster/worker_0/stale_gradients': 0, 'cluster/worker_1/stale_gradients': 8,
       'cluster/stale_gradients': 8})
   assert (step_fn.worker_steps, step_fn.stale_gradients) == (8, 0)
+
+
+class SummarySession(FakeSession):
+  """Answers [train_op, step, 'summary_op'] with a Summary of the call's loss."""
+
+  def run(self, fetches):
+    if not isinstance(fetches, list) or len(fetches) == 2:
+      return super().run(fetches)
+    loss, step = super().run(fetches[:2])
+    assert fetches[2:] == ['summary_op'], fetches
+    return loss, step, tf.Summary(value=[tf.Summary.Value(tag='loss', simple_value=loss)])
+
+
+@pytest.mark.parametrize('steps, secs, expected', [
+    (4, 0, [4, 8, 12]),
+    # 0.5 s per step; a step is due once the time has passed when it starts.
+    (0, 1.0, [3, 6, 9, 12]),
+    (5, 1.2, [4, 5, 9, 10, 14, 15]),     # whichever comes first; the multiples stay
+    (0, 0, []),
+])
+def test_summaries_are_fetched_with_the_step_when_due(clock, steps, secs, expected):
+  """The summary op runs in the training step's own run (no run of its own), on the
+  cadence of steps or seconds, and is written at the step read after the update."""
+  sess, writer = SummarySession(clock, seconds=0.5), Writer()
+  fake_monotonic = lambda: clock.now
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=15 if secs == 1.2 else 12,
+                         log_every_n_steps=0, summary_op='summary_op',
+                         summary_cadence=Cadence(steps, secs, clock=fake_monotonic))
+  _run_with(step_fn, sess, {'summary_writer': writer})
+  assert [step for step, _ in writer.summaries] == expected
+  # Each summary is of the step it is stamped with: the loss of call i is 1/i.
+  for step, values in writer.summaries:
+    assert values['loss'] == pytest.approx(1.0 / step)
+  assert sess.calls == (15 if secs == 1.2 else 12)
+
+
+def test_no_summary_is_fetched_without_a_writer(clock):
+  """A non-chief worker (no writer) never runs the summary op."""
+  sess = SummarySession(clock, seconds=0.5)
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=6, log_every_n_steps=0,
+                         summary_op='summary_op', summary_cadence=Cadence(1, 0))
+  _run_with(step_fn, sess, {})
+  assert all(len(fetches) == 2 for fetches in sess.fetches)
+
+
+def _run_with(step_fn, sess, kwargs):
+  while not step_fn(sess, 'train_op', 'global_step', kwargs)[1]:
+    pass

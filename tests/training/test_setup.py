@@ -212,6 +212,19 @@ RULES = [
      'freeze_batch_norm', ['cifarnet', 'i3d, lenet']),
     ('freeze_batch_norm_lenet_without_batch_norm', dict(freeze_batch_norm='statistics'),
      'freeze_batch_norm', ['--use_batch_norm']),
+    ('save_interval_steps_negative', dict(save_interval_steps=-1), 'save_interval_steps',
+     ['>= 0']),
+    ('save_summaries_steps_negative', dict(save_summaries_steps=-5), 'save_summaries_steps',
+     ['>= 0']),
+    ('precise_bn_batches_negative', dict(precise_bn_batches=-1), 'precise_bn_batches',
+     ['>= 0']),
+    ('precise_bn_without_batch_norm', dict(precise_bn_batches=10, model_name='cifarnet'),
+     'precise_bn_batches', ['cifarnet', 'i3d, lenet']),
+    ('precise_bn_lenet_without_batch_norm', dict(precise_bn_batches=10),
+     'precise_bn_batches', ['--use_batch_norm']),
+    ('precise_bn_with_frozen_statistics', dict(precise_bn_batches=10, use_batch_norm=True,
+                                               freeze_batch_norm='statistics'),
+     'precise_bn_batches', ['--freeze_batch_norm=statistics']),
 ]
 
 
@@ -351,3 +364,11 @@ def test_more_workers_than_shard_files_is_refused_before_any_graph(valid, digits
                                         % (files + 1, files + 1, files + 1)):
     check_train_config(dataclasses.replace(valid, worker_replicas=files + 1, num_ps_tasks=1,
                                            replicas_to_aggregate=1))
+
+
+def test_the_summary_cadence_defaults_to_the_progress_cadence(valid):
+  assert check_train_config(dataclasses.replace(
+      valid, log_every_n_steps=7)).save_summaries_steps == 7
+  assert check_train_config(dataclasses.replace(
+      valid, log_every_n_steps=7, save_summaries_steps=0)).save_summaries_steps == 0
+  check_train_config(dataclasses.replace(valid, use_batch_norm=True, precise_bn_batches=5))

@@ -383,7 +383,7 @@ def test_clip_gradient_norm_bounds_the_update(digits_dir, tmp_path, spy):
   learning_rate, clip = 0.05, 0.1
   config = make_config(digits_dir, tmp_path / 'train', num_clones=1, max_number_of_steps=1,
                        learning_rate=learning_rate, clip_gradient_norm=clip,
-                       label_smoothing=0.1, save_summaries_secs=1)
+                       label_smoothing=0.1, save_summaries_steps=1)
   result = train_with_timeout(config)
   assert math.isfinite(result.loss)
   w0 = spy().start_values
@@ -391,7 +391,7 @@ def test_clip_gradient_norm_bounds_the_update(digits_dir, tmp_path, spy):
   norm = math.sqrt(sum(float(np.sum((w1[n].astype(np.float64) - w0[n]) ** 2))
                        for n in LENET_VARIABLES))
   assert norm == pytest.approx(learning_rate * clip, rel=1e-3)
-  # The summary holds the norm before clipping (a batch of the summary thread).
+  # The summary holds the norm before clipping, of the step's own batch.
   unclipped = event_tags(config.train_dir)['gradient_global_norm']
   assert all(value > 2 * clip for _, value in unclipped), unclipped
 

@@ -8,10 +8,10 @@ worker reads its own shard, whose 8 examples are its 2 micro-batches of 4. All r
 from one checkpoint. The network is softmax regression, smooth in the weights, so the
 different float32 order of the sums stays round-off (that file says why not LeNet).
 
-The runs write no periodic summaries (--save_summaries_secs=0): the summary thread runs
-the summary op, whose input images and total loss draw batches from the training
-iterator at times of their own, and half an epoch drawn there would shift which examples
-the micro-batches of a step get (the big batch, a whole epoch, is immune).
+Every run fetches its summaries with every step (--save_summaries_steps=1): the summary
+op runs inside the step, on the batches the step draws, so the micro-batches of a step
+get the same examples as without it (a batch drawn for the summaries alone would shift
+them by half an epoch).
 
 The claim checked: every parameter after 5 steps, as one vector, within 1e-5 relative
 (L2) of the reference; global_step 5, one update per step; the global batch (16) in the
@@ -70,7 +70,7 @@ def reference(tmp_path_factory):
   common = dict(dataset_name='image_folder', dataset_dir=data,
                 model_name='softmax_regression', optimizer='sgd', learning_rate=0.1,
                 learning_rate_decay_type='fixed', num_readers=1, num_preprocessing_threads=1,
-                log_every_n_steps=STEPS, save_interval_secs=600, save_summaries_secs=0)
+                log_every_n_steps=STEPS, save_interval_secs=600, save_summaries_steps=1)
   start = train_module.train(TrainConfig(
       train_dir=str(root / 'start'), max_number_of_steps=1, batch_size=GLOBAL_BATCH,
       **common)).checkpoint

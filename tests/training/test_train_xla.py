@@ -17,15 +17,12 @@ three. The trace is read raw (tests/training/run_spy.py),
 not through deployment.xla.
 """
 
-import os
-
 import numpy as np
 import pytest
 
-from nets import nets_factory
 from tests import video_testdata
-from tests.training.run_spy import executed_kernels, seed_inputs, spy_on_training
-from tf_compat import tf
+from tests.training.run_spy import (executed_kernels, seed_inputs, seeded_lenet_checkpoint,
+                                    spy_on_training)
 from training import train as train_module
 from training.config import TrainConfig
 
@@ -35,21 +32,11 @@ STEPS = 4
 LOSS_RTOL = 1e-4
 
 
-def _lenet_checkpoint(directory):
-  with tf.Graph().as_default():
-    tf.set_random_seed(1)
-    nets_factory.get_network_fn('lenet', num_classes=10)(tf.zeros([1, 28, 28, 1]))
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      return tf.train.Saver().save(sess, os.path.join(directory, 'init.ckpt'),
-                                   write_meta_graph=False)
-
-
 def _common(train_dir, **values):
   values.update(train_dir=str(train_dir), max_number_of_steps=STEPS, optimizer='sgd',
                 learning_rate_decay_type='fixed', dropout_keep_prob=1.0, num_readers=1,
                 num_preprocessing_threads=1, log_every_n_steps=STEPS,
-                save_summaries_secs=0, save_interval_secs=600)  # no summary thread: it draws batches
+                save_interval_secs=600)
   return TrainConfig(**values)
 
 
@@ -72,7 +59,7 @@ def _assert_compiled(run_metadata, compute_kernel):
 
 
 def test_lenet_with_xla_trains_like_without(digits_dir, tmp_path, monkeypatch):
-  checkpoint = _lenet_checkpoint(str(tmp_path))
+  checkpoint = seeded_lenet_checkpoint(str(tmp_path), seed=1)
   make_config = lambda xla: _common(
       tmp_path / ('xla' if xla else 'plain'), dataset_name='digits', dataset_dir=digits_dir,
       model_name='lenet', checkpoint_path=checkpoint, num_clones=1, clone_on_cpu=True,

@@ -26,34 +26,36 @@ def tmpfs(path, size):
     subprocess.run(['umount', '-l', path], check=False)
 
 
-def train(digits_dir, train_dir, steps):
+def train(digits_dir, train_dir, steps, *flags):
   return subprocess.run(
       [sys.executable, 'train_image_classifier.py', '--dataset_name=digits',
        '--dataset_dir=%s' % digits_dir, '--model_name=lenet', '--train_dir=%s' % train_dir,
        '--max_number_of_steps=%d' % steps, '--batch_size=8', '--num_readers=1',
-       '--num_preprocessing_threads=1', '--save_summaries_secs=600', '--optimizer=sgd'],
+       '--num_preprocessing_threads=1', '--save_summaries_secs=600', '--optimizer=sgd']
+      + list(flags),
       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.mark.slow
 def test_a_full_disk_names_the_last_good_checkpoint_and_a_restart_resumes(
     digits_dir, tmp_path):
-  """LeNet's checkpoint is about 13 MB: 20 MB hold the first (step 0), not the last."""
+  """LeNet's checkpoint is about 13 MB: 20 MB hold the first (step 1, a save due at every
+  step), not the second."""
   with tmpfs(str(tmp_path / 'disk'), '20m') as train_dir:
-    full = train(digits_dir, train_dir, 3)
+    full = train(digits_dir, train_dir, 3, '--save_interval_steps=1')
     assert full.returncode == 6, full.stderr[-3000:]
     errors = [line for line in full.stderr.splitlines() if line.startswith('error:')]
     assert 'Traceback' not in full.stderr
     assert len(errors) == 1, full.stderr[-3000:]
-    assert errors[0].startswith('error: could not write %s/model.ckpt-3' % train_dir)
-    assert ('(No space left on device); the last good checkpoint is %s/model.ckpt-0'
+    assert errors[0].startswith('error: could not write %s/model.ckpt-2' % train_dir)
+    assert ('(No space left on device); the last good checkpoint is %s/model.ckpt-1'
             % train_dir) in errors[0]
     assert errors[0].endswith('free space and run the same command again to resume from it')
     assert not [n for n in os.listdir(train_dir) if 'tempstate' in n or '.tmp-' in n]
     subprocess.run(['mount', '-o', 'remount,size=80m', train_dir], check=True)
     resumed = train(digits_dir, train_dir, 3)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert 'Resuming from %s/model.ckpt-0' % train_dir in resumed.stderr
+    assert 'Resuming from %s/model.ckpt-1' % train_dir in resumed.stderr
     assert paths.latest_checkpoint(train_dir) == '%s/model.ckpt-3' % train_dir
 
 
