@@ -90,9 +90,7 @@ class ProgressStep:
     self._scalars = tuple((tag, label) for tag, label, _ in scalars)
     self._extras.update((tag, tensor) for tag, _, tensor in scalars)
     self._last_extras = {}
-    self._last_wait = None
-    self._step_seconds = 0.0
-    self.input_wait_share = None
+    self._last_wait, self._step_seconds, self.input_wait_share = None, 0.0, None
     self._examples_per_step = examples_per_step
     self._number_of_steps = number_of_steps
     self._log_every = log_every_n_steps
