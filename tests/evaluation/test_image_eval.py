@@ -283,8 +283,13 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
   assert [c['images'] for c in stream['per_class']] == np.bincount(labels).tolist()
 
   text = run.summary(eval_config(digits_dir, two_clone_checkpoint), outcome)
-  assert text.splitlines()[0] == 'Accuracy: %.4f  Recall@5: %.4f  (360 examples, step 40)' % (
-      result.accuracy, result.recall_at_5)
+  assert text.splitlines()[0] == (
+      'Accuracy: %.4f (%d/360)  Recall@5: %.4f (%d/360)  (360 examples, step 40)' % (
+          expected['top1'], expected['top1_correct'], expected['top5'],
+          expected['top5_correct']))
+  assert (stream['metrics']['top1_correct'], stream['metrics']['top5_correct']) == (
+      expected['top1_correct'], expected['top5_correct'])
+  assert scalars['eval/image/examples'] == [(40, NUM_TEST)]
   lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('image: ')]
   assert lines[-1].startswith('image: 360/360 images (100.0%), ')   # 8 batches: every one
   assert [line.split(' (')[0] for line in lines[:2]] == ['image: 50/360 images',
