@@ -65,12 +65,16 @@ def test_no_record_no_warning(lenet):
   assert alerts.unsettled_batch_norm(None, 'lenet', lenet[2], 3) is None
 
 
-def test_eval_of_the_run_warns_in_one_line(lenet, caplog):
+def test_eval_of_the_run_from_its_record_alone_warns_in_one_line(lenet, digits_dir, caplog):
+  """LeNet's record gives the model, its batch norm and the data; the warning follows."""
   train_dir, _, checkpoint = lenet
   caplog.set_level(logging.WARNING, logger='absl')
-  config, settings = from_run_records(EvalConfig(checkpoint_path=train_dir,
+  config, settings = from_run_records(EvalConfig(checkpoint_path=checkpoint,
                                                  num_preprocessing_threads=1))
-  list(run.evaluations(config, settings))
+  assert (config.model_name, config.use_batch_norm, config.dataset_name,
+          config.dataset_dir) == ('lenet', True, 'digits', digits_dir)
+  [evaluated] = run.evaluations(config, settings)
+  assert evaluated.result.num_examples == 360
   lines = [r.getMessage() for r in caplog.records if 'cannot have settled' in r.getMessage()]
   assert len(lines) == 1 and lines[0].startswith(checkpoint + ' (step 3)')
 

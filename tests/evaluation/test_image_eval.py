@@ -23,6 +23,7 @@ from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.config import TrainConfig
+from core import errors
 from core.params import ConfigError
 from training.train import train
 from tests.evaluation import tensorboard_events as tbe
@@ -361,6 +362,25 @@ def test_batch_norm_evaluates_with_moving_statistics(digits_dir, test_split, tmp
   # Without batch norm the model does not match the checkpoint (no biases there).
   with pytest.raises(ConfigError):
     evaluate(eval_config(digits_dir, result.checkpoint))
+
+
+@pytest.mark.slow
+def test_min_accuracy_compares_counts(digits_dir, test_split, two_clone_checkpoint, capsys):
+  """Exactly k of 20 correct (counted in NumPy) passes --min_accuracy=k/20, written as the
+  decimal it is, and not (k + 1)/20: counts are compared, not a float32 ratio."""
+  images, labels = test_split
+  config = eval_config(digits_dir, two_clone_checkpoint, batch_size=20, max_num_batches=1)
+  results = list(run.evaluations(config))
+  predicted = np.argmax(reference_logits(checkpoint_values(two_clone_checkpoint),
+                                         images[:20]), axis=1)
+  correct = int(np.sum(predicted == labels[:20]))
+  assert (results[0].metrics.top1_correct, results[0].metrics.num_examples) == (correct, 20)
+  at = dataclasses.replace(config, min_accuracy=float('%.2f' % (correct / 20)))
+  assert run.exit_status(at, results) == errors.OK
+  above = dataclasses.replace(config, min_accuracy=(correct + 1) / 20)
+  assert run.exit_status(above, results) == errors.BELOW_TARGET
+  assert capsys.readouterr().err == 'error: accuracy %.4f (%d/20) is below --min_accuracy=%s\n' % (
+      correct / 20, correct, (correct + 1) / 20)
 
 
 @pytest.mark.slow
