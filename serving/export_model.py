@@ -67,7 +67,9 @@ _SAME_OUTPUT_TOLERANCE = 1e-5
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
   """export.py's parameters; sampling fields have eval.py's names and meaning."""
-  checkpoint_path: Optional[str] = param(None, 'Checkpoint prefix, or a directory (latest).')
+  checkpoint_path: Optional[str] = param(
+      None, 'Checkpoint prefix, or a directory (latest). A training run\'s flags.cfg beside '
+      'it gives the flags not given here (model, width, records, clip frames, crop).')
   model_name: Optional[str] = param(None, 'The network the checkpoint was trained as.')
   dataset_dir: Optional[str] = param(
       None, 'Converted records the model was trained on: labels.txt, modality and the '
