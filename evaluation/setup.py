@@ -181,7 +181,8 @@ def from_run_records(config, given=None):
                                     FLOW_LINKS)
     settings += (flow,)
   for each in settings:
-    logging.info('%s', each.describe())
+    if each.record:   # without one, eval behaves (and logs) as before
+      logging.info('%s', each.describe())
   return config, settings
 
 

@@ -126,7 +126,8 @@ def from_run_record(config, given=None):
   given = changed_fields(config) if given is None else given
   config, settings = fill_from_record(config, given, find_record(config.checkpoint_path),
                                       EXPORT_LINKS)
-  logging.info('%s', settings.describe())
+  if settings.record:
+    logging.info('%s', settings.describe())
   return config, settings
 
 
