@@ -96,19 +96,20 @@ demo: setup
 	$(PY) demo.py --output_dir=$(DEMO_DIR)
 
 # Digits demo: convert scikit-learn's 1,797 real handwritten digits, train LeNet on two
-# logical CPU devices (2 clones), then evaluate on the held-out test split.
+# logical CPU devices (2 clones), then evaluate on the held-out test split (the network
+# and data from the run's record, train/flags.cfg).
 DIGITS_DIR ?= runs/digits
 demo-digits: setup
 	$(PY) -m datasets.convert_images --dataset_name=digits --output_dir=$(DIGITS_DIR)/data
 	rm -rf $(DIGITS_DIR)/train $(DIGITS_DIR)/eval
 	$(PY) train_image_classifier.py --flagfile=configs/digits_lenet_2xcpu.cfg \
 	    --dataset_dir=$(DIGITS_DIR)/data --train_dir=$(DIGITS_DIR)/train
-	$(PY) eval.py --dataset_name=digits --dataset_split_name=test --model_name=lenet \
-	    --dataset_dir=$(DIGITS_DIR)/data --checkpoint_path=$(DIGITS_DIR)/train \
+	$(PY) eval.py --checkpoint_path=$(DIGITS_DIR)/train --dataset_split_name=test \
 	    --eval_dir=$(DIGITS_DIR)/eval --min_accuracy=0.95
 
 # I3D (depth 0.25) from scratch on synthetic videos whose classes differ only in motion
-# direction: 2 clones on 2 logical CPUs, 16x112x112 clips, about 15 minutes; eval >= 0.9.
+# direction: 2 clones on 2 logical CPUs, 16x112x112 clips, about 15 minutes; eval >= 0.9
+# (network, width, data, clip and crop from the run's record).
 I3D_DIR ?= runs/i3d
 demo-i3d: setup
 	rm -rf $(I3D_DIR)/videos $(I3D_DIR)/data $(I3D_DIR)/train $(I3D_DIR)/eval
@@ -119,9 +120,7 @@ demo-i3d: setup
 	    --output_dir=$(I3D_DIR)/data --short_side=128 --num_shards=4 --num_processes=2
 	$(PY) train_image_classifier.py --flagfile=configs/synthetic_i3d_rgb_scratch_2xcpu_16f.cfg \
 	    --dataset_dir=$(I3D_DIR)/data --train_dir=$(I3D_DIR)/train
-	$(PY) eval.py --dataset_name=video_folder --dataset_dir=$(I3D_DIR)/data \
-	    --dataset_split_name=test --model_name=i3d --depth_multiplier=0.25 --clip_frames=16 \
-	    --eval_image_size=112 --eval_clips=1 --checkpoint_path=$(I3D_DIR)/train \
+	$(PY) eval.py --checkpoint_path=$(I3D_DIR)/train --dataset_split_name=test \
 	    --eval_dir=$(I3D_DIR)/eval --min_accuracy=0.9
 
 test: setup

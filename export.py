@@ -1,10 +1,13 @@
 r"""Exports a trained video classifier as the next version of a model TF Serving loads.
 
-    python export.py --checkpoint_path=runs/ucf101_rgb_s1 --model_name=i3d \
-        --dataset_dir=data/ucf101_rgb_s1 --export_dir=models/ucf101_rgb_s1
+    python export.py --checkpoint_path=runs/ucf101_rgb_s1 --export_dir=models/ucf101_rgb_s1
     tensorflow_model_server --model_base_path=$PWD/models/ucf101_rgb_s1 \
         --model_name=ucf101_rgb_s1
 
+takes the network, its width, the records (--dataset_dir), the clip frames and the crop
+from the run's record (runs/ucf101_rgb_s1/flags.cfg); a flag given wins (one log line
+names those that differ from the run's), and without a record (a checkpoint outside a
+train_dir) --model_name and --dataset_dir are needed. It
 writes models/ucf101_rgb_s1/<version>/ (saved_model.pb, variables/, and labels.txt and
 model_info.json in assets.extra/): version 1 in a new directory, then one more than the
 highest there, or --export_version=N (never one that exists). The version is renamed into
@@ -25,10 +28,11 @@ import os
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
-from serving.export_model import ExportConfig, export_saved_model
+from serving.export_model import ExportConfig, export_saved_model, from_run_record
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
+from resolve.run_record import given_flags
 
 define_flags(ExportConfig)
 FLAGS = flags.FLAGS
@@ -39,8 +43,9 @@ def main(argv):
     return errors.USAGE
   logging.set_verbosity(logging.INFO)
   try:
-    config = config_from_flags(ExportConfig, FLAGS)
-    result = export_saved_model(config)
+    config, settings = from_run_record(config_from_flags(ExportConfig, FLAGS),
+                                       given_flags(ExportConfig, FLAGS))
+    result = export_saved_model(config, settings)
   except errors.EXPECTED + (OSError,) as error:
     return errors.report(error)
   print('exported %s to %s (input %s); serve it with: %s' % (

@@ -23,7 +23,6 @@ from core.params import param
 __all__ = ['DemoConfig', 'run_demo', 'RECIPE']
 
 RECIPE = 'configs/demo_synthetic_i3d_rgb_2xcpu_8f64.cfg'
-_SIZE, _FRAMES, _DEPTH = 64, 8, 0.25   # the recipe's crop, clip and width
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +39,9 @@ class DemoConfig:
 
 def _stages(config):
   """Yields (name, argv) of the demo's commands in order. A generator: each stage's command
-  is made once the stages before it have run (predict names a video the first one made)."""
+  is made once the stages before it have run (predict names a video the first one made).
+  Eval and export take the network, width, data, clip and crop from the run's record."""
   out = config.output_dir
-  sampling = ['--depth_multiplier=%g' % _DEPTH, '--clip_frames=%d' % _FRAMES,
-              '--eval_image_size=%d' % _SIZE, '--eval_clips=1']
   yield 'videos', ['-m', 'datasets.make_synthetic_videos', '--output_dir=%s/videos' % out,
                    '--num_classes=4', '--videos_per_class=%d' % config.videos_per_class,
                    '--sizes=72x96,80x104', '--min_frames=8', '--max_frames=32']
@@ -53,12 +51,10 @@ def _stages(config):
                     '--short_side=72', '--num_shards=4', '--num_processes=2']
   yield 'train', ['train_image_classifier.py', '--flagfile=%s' % RECIPE,
                   '--dataset_dir=%s/data' % out, '--train_dir=%s/train' % out]
-  yield 'eval', ['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s/data' % out,
-                 '--dataset_split_name=test', '--model_name=i3d',
-                 '--checkpoint_path=%s/train' % out, '--eval_dir=%s/eval' % out,
-                 '--min_accuracy=%g' % config.min_accuracy] + sampling
-  yield 'export', ['export.py', '--checkpoint_path=%s/train' % out, '--model_name=i3d',
-                   '--dataset_dir=%s/data' % out, '--export_dir=%s/model' % out] + sampling
+  yield 'eval', ['eval.py', '--checkpoint_path=%s/train' % out, '--dataset_split_name=test',
+                 '--eval_dir=%s/eval' % out, '--min_accuracy=%r' % config.min_accuracy]
+  yield 'export', ['export.py', '--checkpoint_path=%s/train' % out,
+                   '--export_dir=%s/model' % out]
   yield 'predict', ['predict.py', '--model_dir=%s/model' % out, '--json',
                     '--video=%s' % _held_out_video(out)]
 
@@ -114,7 +110,7 @@ def _accuracy(config):
   with open(reports[-1]) as handle:
     report = json.load(handle)
   metrics = report['streams'][report['primary']]['metrics']
-  return metrics['top1'], metrics['num_videos']
+  return metrics['top1_correct'], metrics['num_videos']
 
 
 def _print_summary(config, times, outputs):
@@ -122,8 +118,9 @@ def _print_summary(config, times, outputs):
   lines = ['', '== demo summary ==']
   accuracy = _accuracy(config)
   if accuracy:
-    lines.append('test accuracy: %.4f on %d held-out videos (target %.2f)'
-                 % (accuracy[0], accuracy[1], config.min_accuracy))
+    correct, total = accuracy
+    lines.append('test accuracy: %.4f (%d/%d held-out videos; target %g)'
+                 % (correct / total, correct, total, config.min_accuracy))
   if outputs.get('predict'):
     prediction = json.loads(outputs['predict'])
     top = prediction['predictions'][0]

@@ -1,14 +1,16 @@
 """Evaluates an image classifier checkpoint on a whole split: slim's Accuracy and Recall@5,
-and the per-class figures of `evaluation.metrics` from the same predictions.
+counted (top-1 and top-5 of `evaluation.metrics`), and the per-class figures of the same
+predictions.
 
 Every example of the split is seen exactly once (no dropped remainder), batch norm runs
 in inference mode, and with `moving_average_decay` the averaged weights are restored (as
 the training run kept them). Variables carry no clone prefix, so a checkpoint trained
 with any number of clones or workers evaluates the same on one device.
 
-Slim's streaming metrics still give `accuracy` and `recall_at_5`; the logits and labels of
-every batch are kept as well (N x C float32: 200 MB for ImageNet's 50,000 x 1,000) for
-`metrics` (top-1, top-5, per-class accuracy, confusion matrix). Nothing is written here:
+The logits and labels of every batch are kept (N x C float32: 200 MB for ImageNet's
+50,000 x 1,000) for `metrics` (top-1 and top-5 counts, per-class accuracy, confusion
+matrix); `accuracy` and `recall_at_5` are its counts over N, not a streaming float32
+ratio (which put exactly 342 of 360 below 0.95). Nothing is written here:
 `evaluation.run` writes the summaries and the report.
 """
 
@@ -25,7 +27,7 @@ from core.params import ConfigError
 from datasets import damaged_shards
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
-from evaluation.metrics import classification_metrics
+from evaluation.metrics import accuracy_text, classification_metrics
 from evaluation.progress import SplitProgress, expected_examples
 from evaluation.setup import check_eval_config
 from nets import nets_factory
@@ -36,9 +38,9 @@ __all__ = ['EvalConfig', 'EvalResult', 'evaluate', 'input_settings']
 EvalResult = collections.namedtuple(
     'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint',
                    'metrics', 'moving_averages', 'unscored', 'not_read'], defaults=((), 0))
-EvalResult.__doc__ = """accuracy, recall_at_5: slim's streaming metrics; metrics: the
-evaluation.metrics.ClassificationMetrics of the same predictions (metrics.top1 ==
-accuracy); moving_averages: whether the averaged weights were evaluated; unscored:
+EvalResult.__doc__ = """accuracy, recall_at_5: slim's figures, metrics.top1 and
+metrics.top5 (counts over num_examples); metrics: the
+evaluation.metrics.ClassificationMetrics of the predictions; moving_averages: whether the averaged weights were evaluated; unscored:
 (('record N of <shard>', reason), ...) the images read but not scored (they do not
 decode); not_read: images dataset_info.json lists that the records lack. The figures are
 over the scored images only."""
@@ -52,8 +54,8 @@ def input_settings(config):
 
 
 def _build_graph(config, setup, split):
-  """Returns (slim's update ops, slim's metric values, logits [b, C], labels [b], where
-  [b], damage [b]); the metrics count only the images that decoded (damage '')."""
+  """Returns (logits [b, C], labels [b], where [b], damage [b]); the metrics count only
+  the images that decoded (damage '')."""
   preprocessing_name, image_size = input_settings(config)
   kwargs = {}
   if config.use_batch_norm is not None:
@@ -69,15 +71,7 @@ def _build_graph(config, setup, split):
         drop_remainder=False, labels_offset=config.labels_offset, report_damaged=True)
     images, labels, where, damage = tf.data.make_one_shot_iterator(dataset).get_next()
   logits, _ = network_fn(images)
-  predictions = tf.argmax(logits, 1)
-  k = min(5, logits.get_shape().as_list()[-1])
-  scored = tf.cast(tf.equal(damage, ''), tf.float32)
-  accuracy = tf.metrics.accuracy(labels, predictions, weights=scored)
-  recall = tf.metrics.mean(tf.cast(tf.nn.in_top_k(logits, tf.cast(labels, tf.int32), k),
-                                   tf.float32), weights=scored)
-  updates = [accuracy[1], recall[1]]
-  values = {'Accuracy': accuracy[0], 'Recall_5': recall[0]}
-  return updates, values, logits, labels, where, damage
+  return logits, labels, where, damage
 
 
 def _restore_plan(config, split, checkpoint):
@@ -119,31 +113,28 @@ def evaluate(config, setup=None, checkpoint=None):
   split = setup.streams[0].split
   checkpoint = checkpoint or setup.streams[0].checkpoint
   with tf.Graph().as_default():
-    updates, values, *outputs = _build_graph(config, setup, split)
+    outputs = _build_graph(config, setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, checkpoint)
-      sess.run(tf.local_variables_initializer())
-      arrays = _run_batches(sess, [updates] + outputs, _progress(config, setup),
+      arrays = _run_batches(sess, list(outputs), _progress(config, setup),
                             config.max_num_batches, split)
-      slim_metrics = sess.run(values)
   if arrays is None:
     raise ConfigError('--dataset_dir=%s: the %s split yielded no example'
                       % (config.dataset_dir, split.split_name))
   scores, truth, unscored, not_read = _scored(config, split, arrays)
   metrics = classification_metrics(scores, truth, setup.num_classes)
-  logging.info('%s/%s, %d examples, checkpoint %s (step %d): Accuracy %.4f, Recall@5 %.4f',
-               config.dataset_name, config.dataset_split_name, metrics.num_examples,
-               checkpoint, plan.global_step, slim_metrics['Accuracy'],
-               slim_metrics['Recall_5'])
-  return EvalResult(float(slim_metrics['Accuracy']), float(slim_metrics['Recall_5']),
-                    metrics.num_examples, plan.global_step, checkpoint, metrics,
-                    plan.moving_averages, unscored, not_read)
+  logging.info('%s/%s, checkpoint %s (step %d): Accuracy %s, Recall@5 %s',
+               config.dataset_name, config.dataset_split_name, checkpoint, plan.global_step,
+               accuracy_text(metrics.top1_correct, metrics.num_examples),
+               accuracy_text(metrics.top5_correct, metrics.num_examples))
+  return EvalResult(metrics.top1, metrics.top5, metrics.num_examples, plan.global_step,
+                    checkpoint, metrics, plan.moving_averages, unscored, not_read)
 
 
 def _run_batches(sess, fetches, progress, max_num_batches, split):
-  """Runs (slim's updates, logits, labels, where, damage) to the end of the data; a
+  """Runs (logits, labels, where, damage) to the end of the data; a
   damaged record shard raises DamagedShards (one line, the command that rebuilds it).
 
   Returns:
@@ -154,7 +145,7 @@ def _run_batches(sess, fetches, progress, max_num_batches, split):
   while max_num_batches is None or len(parts) < max_num_batches:
     try:
       with damaged_shards.naming_damaged_shards(split.file_pattern):
-        parts.append(sess.run(fetches)[1:])
+        parts.append(sess.run(fetches))
     except tf.errors.OutOfRangeError:
       break
     progress.add(len(parts[-1][1]))

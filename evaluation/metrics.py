@@ -5,15 +5,19 @@
 
 Ties are broken towards the lower class index, as argmax does: the top k are the first k
 classes of a stable sort by decreasing score. So top-1 is exactly the confusion matrix's
-diagonal share.
+diagonal share. Accuracies are counts first: `top1_correct` of `num_examples`; the ratios
+are made from them, `accuracy_text` shows both ('0.9500 (342/360)') and `reaches` compares
+counts with a threshold read as the decimal it was typed as, so exactly 342 of 360 reaches
+0.95 (a float32 ratio, 0.94999999, would not).
 """
 
 import dataclasses
+import fractions
 
 import numpy as np
 
 __all__ = ['ClassificationMetrics', 'classification_metrics', 'top_k_correct',
-           'confusion_matrix']
+           'confusion_matrix', 'accuracy_text', 'reaches']
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous.
@@ -22,8 +26,9 @@ class ClassificationMetrics:
 
   Attributes:
     num_examples: N.
-    top1, top5: fraction of examples whose label is among the 1 (5) best-scored classes;
-      top5 is top-C when C < 5.
+    top1_correct, top5_correct: examples whose label is among the 1 (5) best-scored
+      classes; top 5 is top C when C < 5.
+    top1, top5: those counts / N.
     per_class_accuracy: float64 [C], top-1 accuracy of the examples of each class; NaN
       for a class without examples.
     mean_class_accuracy: mean of per_class_accuracy over the classes with examples.
@@ -31,6 +36,8 @@ class ClassificationMetrics:
     confusion: int64 [C, C], confusion[true, predicted] counts (predicted = argmax).
   """
   num_examples: int
+  top1_correct: int
+  top5_correct: int
   top1: float
   top5: float
   per_class_accuracy: np.ndarray
@@ -79,9 +86,24 @@ def classification_metrics(scores, labels, num_classes):
   hits = np.bincount(labels, weights=top1, minlength=num_classes)
   with np.errstate(invalid='ignore', divide='ignore'):
     per_class = np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
+  top1_correct = int(np.sum(top1))
+  top5_correct = int(np.sum(top_k_correct(scores, labels, 5)))
   return ClassificationMetrics(
-      num_examples=len(labels), top1=float(np.mean(top1)),
-      top5=float(np.mean(top_k_correct(scores, labels, 5))),
+      num_examples=len(labels), top1_correct=top1_correct, top5_correct=top5_correct,
+      top1=top1_correct / len(labels), top5=top5_correct / len(labels),
       per_class_accuracy=per_class, mean_class_accuracy=float(np.nanmean(per_class)),
       class_counts=counts.astype(np.int64),
       confusion=confusion_matrix(labels, np.argmax(scores, axis=1), num_classes))
+
+
+def accuracy_text(correct, total):
+  """'0.9500 (342/360)': the ratio with the counts it comes from."""
+  return '%.4f (%d/%d)' % (correct / total if total else float('nan'), correct, total)
+
+
+def reaches(correct, total, threshold):
+  """Whether `correct` of `total` is at least `threshold` (a float flag), compared in
+  integers: the threshold as the shortest decimal that prints as it (0.95 -> 19/20), so
+  342 of 360 reaches 0.95."""
+  exact = fractions.Fraction(repr(float(threshold)))
+  return correct * exact.denominator >= exact.numerator * total

@@ -9,16 +9,21 @@ The JSON report `report-<N>.json` for checkpoint model.ckpt-N
      "model": {"name", "num_classes", "net_kwargs"},
      "sampling": {"mode": "eval_clips", "clips", "clip_frames", "crop_size"}
                  | {"mode": "eval_frames", "frames", "crop_size"},
+     "settings": {stream: {"record": the run's flags.cfg or null,
+                           setting: {"value", "from": "record" | "flag" | "default",
+                                     "recorded_as": training flag (from the record)}}},
      "primary": "rgb" | "flow" | "fusion", "global_step": <primary's step>,
      "streams": {stream: {"checkpoint", "global_step", "moving_averages",
-                          "metrics": {"top1", "top5", "mean_class_accuracy", "num_videos"},
+                          "metrics": {"top1", "top5", "mean_class_accuracy", "num_videos",
+                                      "top1_correct", "top5_correct"},
                           "per_class": [{"label", "name", "videos", "accuracy"}],
                           "confusion_matrix": [[count]],
                           "unscored": {"count", "not_read", "videos": [{"id", "reason"}]}}},
      "videos": [{"id", "label", "prediction", "probability"}]}   (primary stream)
 
 "num_videos" counts the videos scored; "unscored_videos" (the primary stream's
-"unscored" "count") those of the split that were not: read but a frame their clips need
+"unscored" "count") those of the split that were not; "top1" is "top1_correct" /
+"num_videos" (accuracies are counts first). The unscored: read but a frame their clips need
 does not decode (listed with the reason), or listed in dataset_info.json but not in the
 records ("not_read": a shard, or a video shard's index, cut at a record boundary). The
 metrics are over the scored.
@@ -27,11 +32,12 @@ For images the same, counted in images, with the preprocessing in place of the s
 slim's two figures beside the others and no per-example list (image records carry no id):
 
     {"dataset": {"name", "split", "num_images", "unscored_images", "dirs": {"image": dir}},
-     "model": {...}, "preprocessing": {"name", "image_size"},
+     "model": {...}, "preprocessing": {"name", "image_size"}, "settings": {"image": ...},
      "primary": "image", "global_step",
      "streams": {"image": {"checkpoint", "global_step", "moving_averages",
                            "metrics": {"top1", "top5", "mean_class_accuracy", "num_images",
-                                       "accuracy", "recall_at_5"},
+                                       "top1_correct", "top5_correct", "accuracy",
+                                       "recall_at_5"},
                            "per_class": [{"label", "name", "images", "accuracy"}],
                            "confusion_matrix": [[count]],
                            "unscored": {"count", "not_read",
@@ -77,7 +83,8 @@ def _stream_dict(stream, metrics, names, unit):
       'moving_averages': stream.moving_averages,
       'metrics': {'top1': metrics.top1, 'top5': metrics.top5,
                   'mean_class_accuracy': metrics.mean_class_accuracy,
-                  'num_' + unit: metrics.num_examples},
+                  'num_' + unit: metrics.num_examples, 'top1_correct': metrics.top1_correct,
+                  'top5_correct': metrics.top5_correct},
       'per_class': [{'label': label, 'name': name, unit: int(count),
                      'accuracy': _number(accuracy)}
                     for label, (name, count, accuracy) in enumerate(
@@ -100,6 +107,10 @@ def _model(config, setup):
           'net_kwargs': network_kwargs(config)}
 
 
+def _settings(setup):
+  return {stream.name: stream.settings.as_dict() for stream in setup.streams}
+
+
 def report_dict(config, setup, result):
   """The JSON report of a video evaluation (VideoEvalResult) as a dict."""
   names = class_names(config, setup)
@@ -109,7 +120,7 @@ def report_dict(config, setup, result):
                   'num_videos': result.metrics[result.primary.name].num_examples,
                   'unscored_videos': result.primary.num_unscored, 'dirs': dirs},
       'model': _model(config, setup),
-      'sampling': setup.sampling.as_dict(),
+      'sampling': setup.sampling.as_dict(), 'settings': _settings(setup),
       'primary': result.primary.name, 'global_step': result.global_step,
       'streams': {stream.name: _stream_dict(stream, result.metrics[stream.name], names,
                                             'videos')
@@ -129,6 +140,7 @@ def image_report_dict(config, setup, result, preprocessing):
                   'dirs': {'image': setup.streams[0].split.dataset_dir}},
       'model': _model(config, setup),
       'preprocessing': {'name': preprocessing[0], 'image_size': preprocessing[1]},
+      'settings': _settings(setup),
       'primary': 'image', 'global_step': result.global_step,
       'streams': {'image': stream}}
 
@@ -193,6 +205,11 @@ def unscored_lines(name, unscored, not_read, unit, shown=5):
   return lines
 
 
+def _percent(correct, total):
+  """'95.00% (342/360)'."""
+  return '%.2f%% (%d/%d)' % (100 * correct / total, correct, total)
+
+
 def format_table(config, setup, result):
   """A few lines: what was evaluated, one row of metrics per stream, then the videos that
   could not be scored, if any."""
@@ -202,15 +219,16 @@ def format_table(config, setup, result):
              '%d of %d videos scored' % (scored, scored + primary.num_unscored))
   lines = ['%s/%s: %s, %s' % (config.dataset_name, config.dataset_split_name, counted,
                               setup.sampling.describe()),
-           '%-7s %7s %7s %11s  %s' % ('stream', 'top-1', 'top-5', 'mean class',
-                                      'checkpoint (step)')]
+           '%-7s %17s %17s %11s  %s' % ('stream', 'top-1', 'top-5', 'mean class',
+                                        'checkpoint (step)')]
   for stream in result.streams:
     metrics = result.metrics[stream.name]
     source = ('%s (%d%s)' % (stream.checkpoint, stream.global_step,
                              ', averaged' if stream.moving_averages else '')
               if stream.checkpoint else 'rgb + flow logits')
-    lines.append('%-7s %6.2f%% %6.2f%% %10.2f%%  %s' % (
-        stream.name, 100 * metrics.top1, 100 * metrics.top5,
+    lines.append('%-7s %17s %17s %10.2f%%  %s' % (
+        stream.name, _percent(metrics.top1_correct, metrics.num_examples),
+        _percent(metrics.top5_correct, metrics.num_examples),
         100 * metrics.mean_class_accuracy, source))
   lines += unscored_lines(primary.name, primary.unscored, primary.not_read, 'videos')
   return '\n'.join(lines)

@@ -1,20 +1,25 @@
 """What eval.py does: check the config, then evaluate one checkpoint or watch for new ones.
 
-    for result in evaluations(config):
+    config, settings = from_run_records(config, given)   # the run's record, if any
+    for result in evaluations(config, settings):
       print(summary(config, result))
 
 Image datasets go to `evaluation.image_eval` (slim's Accuracy and Recall@5, and the
 per-class figures), video datasets to `evaluation.video_eval`. With --eval_dir both
 write the same TensorBoard summaries and confusion matrix PNGs (`evaluation.summaries`)
-and a JSON report (`evaluation.report`) there.
+and a JSON report (`evaluation.report`) there. Every accuracy shown is a count over the
+examples scored (`evaluation.metrics.accuracy_text`), and --min_accuracy compares counts.
+After each evaluation `evaluation.alerts` warns of unsettled batch-norm statistics and
+of one class taking 90 % of the predictions.
 """
 
 import dataclasses
 
 from absl import logging
 
-from evaluation import report, summaries
+from evaluation import alerts, report, summaries
 from evaluation.image_eval import evaluate as evaluate_images, input_settings
+from evaluation.metrics import accuracy_text, reaches
 from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
 from checkpoints.watch import watch_checkpoints
@@ -40,6 +45,11 @@ class Run:
   def accuracy(self):
     return self.result.accuracy
 
+  @property
+  def metrics(self):
+    """The ClassificationMetrics the accuracy is counted in."""
+    return self.metrics_by_stream[-1][1]
+
 
 class VideoRun(Run):
   """A video evaluation (summary prints its table)."""
@@ -50,6 +60,16 @@ class VideoRun(Run):
   def num_unscored(self):
     return self.result.primary.num_unscored
 
+  @property
+  def metrics_by_stream(self):
+    return [(s.name, self.result.metrics[s.name]) for s in self.result.streams]
+
+  @property
+  def evaluated(self):
+    """(stream, checkpoint, global step) of each checkpoint scored."""
+    return [(stream, scores.checkpoint, scores.global_step)
+            for stream, scores in zip(self.setup.streams, self.result.streams)]
+
 
 class ImageRun(Run):
   """An image evaluation (summary prints slim's line)."""
@@ -59,6 +79,14 @@ class ImageRun(Run):
   @property
   def num_unscored(self):
     return len(self.result.unscored) + self.result.not_read
+
+  @property
+  def metrics_by_stream(self):
+    return [('image', self.result.metrics)]
+
+  @property
+  def evaluated(self):
+    return [(self.setup.streams[0], self.result.checkpoint, self.result.global_step)]
 
 
 def _evaluate_images(config, setup, checkpoints):
@@ -95,8 +123,14 @@ _EVALUATIONS = {names.IMAGE: _evaluate_images, names.VIDEO: _evaluate_videos}
 
 
 def evaluate_checkpoint(config, setup, checkpoints):
-  """Evaluates one checkpoint per stream (images: one); a VideoRun or an ImageRun."""
-  return _EVALUATIONS[setup.kind](config, setup, checkpoints)
+  """Evaluates one checkpoint per stream (images: one); a VideoRun or an ImageRun, after
+  logging its warnings (evaluation.alerts)."""
+  run = _EVALUATIONS[setup.kind](config, setup, checkpoints)
+  names = report.class_names(config, setup)
+  alerts.warn([(stream.settings.record, config.model_name, checkpoint, step)
+               for stream, checkpoint, step in run.evaluated],
+              [(name, metrics, names) for name, metrics in run.metrics_by_stream])
+  return run
 
 
 def _watched(config, setup):
@@ -112,14 +146,15 @@ def _watched(config, setup):
                       checkpoint)
 
 
-def evaluations(config):
+def evaluations(config, settings=None):
   """Yields one result per evaluated checkpoint: the given one, or each new one (--watch).
+  settings: from_run_records' (None: no run record).
 
   Raises:
     ConfigError: a user mistake, found before any graph is built (or, for a checkpoint
       that does not fit the model, before its session runs).
   """
-  setup = check_eval_config(config)
+  setup = check_eval_config(config, settings)
   if config.watch:
     yield from _watched(config, setup)
   else:
@@ -133,8 +168,11 @@ def summary(config, result):
     lines = [report.format_table(config, result.setup, result.result)]
   else:
     image = result.result
-    lines = ['Accuracy: %.4f  Recall@5: %.4f  (%d examples, step %d)' % (
-        image.accuracy, image.recall_at_5, image.num_examples, image.global_step)]
+    metrics = image.metrics
+    lines = ['Accuracy: %s  Recall@5: %s  (%d examples, step %d)' % (
+        accuracy_text(metrics.top1_correct, metrics.num_examples),
+        accuracy_text(metrics.top5_correct, metrics.num_examples), metrics.num_examples,
+        image.global_step)]
     lines += report.unscored_lines('image', image.unscored, image.not_read, 'images')
   if result.report_path:
     lines.append('report: %s' % result.report_path)
@@ -150,10 +188,11 @@ def exit_status(config, results):
     errors.print_error('--watch: no checkpoint appeared in --checkpoint_path=%s within '
                        '--watch_timeout=%g s' % (config.checkpoint_path, config.watch_timeout))
     return errors.BELOW_TARGET
-  accuracy = results[-1].accuracy
-  if config.min_accuracy is not None and accuracy < config.min_accuracy:
-    errors.print_error('accuracy %.4f is below --min_accuracy=%.4f'
-                       % (accuracy, config.min_accuracy))
+  metrics = results[-1].metrics
+  if config.min_accuracy is not None and not reaches(
+      metrics.top1_correct, metrics.num_examples, config.min_accuracy):
+    errors.print_error('accuracy %s is below --min_accuracy=%s' % (
+        accuracy_text(metrics.top1_correct, metrics.num_examples), config.min_accuracy))
     return errors.BELOW_TARGET
   if results[-1].num_unscored:
     last = results[-1]

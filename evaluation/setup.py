@@ -3,12 +3,16 @@
 Every rule fails with a `ConfigError` whose one line names the flag, the bad value and
 what would be accepted. The result, `EvalSetup`, says whether the dataset holds images
 (evaluated by `evaluation.image_eval`) or video clips (`evaluation.video_eval`) and
-carries the looked-up splits, network and clip sampling.
+carries the looked-up splits, network and clip sampling. `from_run_records` runs first
+(eval.py's main): the fields the user did not give come from the run's record
+(resolve.run_record), through `EVAL_LINKS`.
 """
 
 import dataclasses
 import os
 from typing import Optional
+
+from absl import logging
 
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
@@ -21,9 +25,25 @@ from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalCon
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
 from resolve import names
+from resolve.run_record import (Link, Settings, changed_fields, fill_from_record,
+                                find_record, no_record)
 from resolve.sampling import Sampling, resolve_sampling
 
-__all__ = ['Stream', 'EvalSetup', 'check_eval_config', 'network_kwargs']
+__all__ = ['Stream', 'EvalSetup', 'EVAL_LINKS', 'FLOW_LINKS', 'from_run_records',
+           'check_eval_config', 'network_kwargs']
+
+# Training flag -> eval flag: what the run trained (model, width, data, clip, crop).
+EVAL_LINKS = (
+    Link('model_name', 'model_name'), Link('depth_multiplier', 'depth_multiplier'),
+    Link('use_batch_norm', 'use_batch_norm'), Link('dataset_name', 'dataset_name'),
+    Link('dataset_dir', 'dataset_dir', is_dir=True), Link('labels_offset', 'labels_offset'),
+    Link('preprocessing_name', 'preprocessing_name'),
+    Link('train_image_size', 'eval_image_size'),
+    Link('clip_frames', 'clip_frames', unless=('eval_frames',)),
+    Link('repeat_first_frame', 'repeat_first_frame'),
+    Link('moving_average_decay', 'moving_average_decay', unless=('use_moving_averages',)))
+# --fusion: the flow run's records.
+FLOW_LINKS = (Link('dataset_dir', 'flow_dataset_dir', is_dir=True),)
 
 _VIDEO_ONLY = ('eval_frames', 'eval_clips', 'clip_frames', 'depth_multiplier',
                'flow_checkpoint_path', 'flow_dataset_dir', 'repeat_first_frame')
@@ -38,6 +58,7 @@ class Stream:
   checkpoint: Optional[str]     # resolved prefix; None with --watch
   checkpoint_flag: str
   data_flag: str                # e.g. 'dataset_dir=/data/ucf101_rgb'
+  settings: Settings = Settings(None)   # what its run's record gave
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +165,31 @@ def _checkpoint(config, flag):
   return None
 
 
-def _streams(config, split):
+def from_run_records(config, given=None):
+  """-> (config, (Settings of --checkpoint_path's run[, of --flow_checkpoint_path's])):
+  the fields not `given` filled from the runs' records (resolve.run_record).
+
+  Args:
+    given: names of the fields given explicitly (eval.py: given_flags); None = those that
+      differ from EvalConfig's defaults.
+  """
+  given = changed_fields(config) if given is None else given
+  config, first = fill_from_record(config, given, find_record(config.checkpoint_path),
+                                   EVAL_LINKS)
+  settings = (first,)
+  if config.fusion:
+    config, flow = fill_from_record(config, given, find_record(config.flow_checkpoint_path),
+                                    FLOW_LINKS)
+    settings += (flow,)
+  for each in settings:
+    if each.record:   # without one, eval behaves (and logs) as before
+      logging.info('%s', each.describe())
+  return config, settings
+
+
+def _streams(config, split, settings):
   first = Stream(split.modality or 'image', split, _checkpoint(config, 'checkpoint_path'),
-                 'checkpoint_path', 'dataset_dir=%s' % config.dataset_dir)
+                 'checkpoint_path', 'dataset_dir=%s' % config.dataset_dir, settings[0])
   if not config.fusion:
     require(not (config.flow_checkpoint_path or config.flow_dataset_dir),
              '--flow_checkpoint_path and --flow_dataset_dir are for two-stream evaluation; '
@@ -168,12 +211,18 @@ def _streams(config, split):
            '--flow_dataset_dir=%s (labels.txt) differ from those of --dataset_dir=%s'
            % (config.flow_dataset_dir, config.dataset_dir))
   second = Stream('flow', flow_split, _checkpoint(config, 'flow_checkpoint_path'),
-                  'flow_checkpoint_path', 'flow_dataset_dir=%s' % config.flow_dataset_dir)
+                  'flow_checkpoint_path', 'flow_dataset_dir=%s' % config.flow_dataset_dir,
+                  settings[1] if len(settings) > 1 else Settings(None))
   return (first, second)
 
 
-def check_eval_config(config):
-  """Checks every rule and resolves names; returns an EvalSetup. Raises ConfigError."""
+def check_eval_config(config, settings=None):
+  """Checks every rule and resolves names; returns an EvalSetup. Raises ConfigError.
+
+  settings: from_run_records' (None: a config without records, every linked field the
+  flag's or the default)."""
+  settings = settings or (no_record(config, changed_fields(config), EVAL_LINKS),
+                          no_record(config, changed_fields(config), FLOW_LINKS))
   _check_names(config)
   _check_numbers(config)
   split = names.dataset_split(config.dataset_name, config.dataset_split_name,
@@ -199,7 +248,7 @@ def check_eval_config(config):
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
-  streams = _streams(config, split)
+  streams = _streams(config, split, settings)
   for stream in streams:
     index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
   return EvalSetup(

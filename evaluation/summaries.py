@@ -4,7 +4,9 @@ Written by `write_summaries` under --eval_dir at the checkpoint's global step, p
 s ('image' for an image dataset; 'rgb', 'flow', 'fusion' for videos):
 
   eval/s/top1, eval/s/top5         share of examples whose label is the best (among the
-                                   5 best) scored classes
+                                   5 best) scored classes: the counts below over examples
+  eval/s/top1_correct, top5_correct, examples
+                                   those counts, and the examples scored
   eval/s/mean_class_accuracy       mean of the per-class accuracies (classes with examples)
   eval/s/confusion_matrix          the confusion matrix image (evaluation.confusion_plot)
   per_class_accuracy/s/<class>     top-1 accuracy of the examples of one class; a class
@@ -49,16 +51,19 @@ def confusion_path(eval_dir, run, stream_name):
 
 def _title(stream, step):
   metrics = stream.metrics
-  return '%s, step %d: top-1 %.1f%%, mean class %.1f%% (%d %s)' % (
-      stream.name, step, 100 * metrics.top1, 100 * metrics.mean_class_accuracy,
-      metrics.num_examples, stream.unit)
+  return '%s, step %d: top-1 %.1f%% (%d/%d %s), mean class %.1f%%' % (
+      stream.name, step, 100 * metrics.top1, metrics.top1_correct, metrics.num_examples,
+      stream.unit, 100 * metrics.mean_class_accuracy)
 
 
 def _scalars(stream, tags):
   metrics = stream.metrics
   values = [tf.Summary.Value(tag='eval/%s/%s' % (stream.name, name),
                              simple_value=getattr(metrics, name))
-            for name in ('top1', 'top5', 'mean_class_accuracy')]
+            for name in ('top1', 'top5', 'mean_class_accuracy', 'top1_correct',
+                         'top5_correct')]
+  values.append(tf.Summary.Value(tag='eval/%s/examples' % stream.name,
+                                 simple_value=metrics.num_examples))
   values += [tf.Summary.Value(tag='per_class_accuracy/%s/%s' % (stream.name, tag),
                               simple_value=accuracy)
              for tag, count, accuracy in zip(tags, metrics.class_counts,

@@ -21,6 +21,9 @@ clip of the evaluation size. The exported
 weights are the moving averages when the checkpoint has them (as evaluation uses).
 In the version's assets.extra/: labels.txt (copied from the records) and model_info.json
 (serving.model_info), which predict.py reads. The version appears complete or not at all.
+`from_run_record` (export.py's main) first fills the flags not given from the run's record
+(resolve.run_record, `EXPORT_LINKS`): the network, width, records, clip frames and crop it
+trained; model_info.json's "settings" says where each came from.
 """
 
 import dataclasses
@@ -37,6 +40,8 @@ from checkpoints.paths import resolve_checkpoint
 from checkpoints.restore import MOVING_AVERAGE_MODES
 from datasets import converted_data
 from resolve import names
+from resolve.run_record import (Link, changed_fields, fill_from_record, find_record,
+                                no_record)
 from resolve.sampling import resolve_sampling
 from nets import nets_factory
 from serving import export_layout
@@ -50,7 +55,8 @@ from deployment.precision import check_inference_kernels, network_in_precision
 from deployment.precision_options import check_mixed_precision, mixed_precision_param
 from deployment.session_config import session_config_for
 
-__all__ = ['ExportConfig', 'ExportResult', 'export_saved_model', 'SIGNATURE']
+__all__ = ['ExportConfig', 'ExportResult', 'EXPORT_LINKS', 'from_run_record',
+           'export_saved_model', 'SIGNATURE']
 
 SIGNATURE = 'serving_default'
 _CONVERSION_FILE = 'conversion.json'   # datasets.convert_videos' settings
@@ -61,7 +67,9 @@ _SAME_OUTPUT_TOLERANCE = 1e-5
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
   """export.py's parameters; sampling fields have eval.py's names and meaning."""
-  checkpoint_path: Optional[str] = param(None, 'Checkpoint prefix, or a directory (latest).')
+  checkpoint_path: Optional[str] = param(
+      None, 'Checkpoint prefix, or a directory (latest). A training run\'s flags.cfg beside '
+      'it gives the flags not given here (model, width, records, clip frames, crop).')
   model_name: Optional[str] = param(None, 'The network the checkpoint was trained as.')
   dataset_dir: Optional[str] = param(
       None, 'Converted records the model was trained on: labels.txt, modality and the '
@@ -100,6 +108,27 @@ class ExportResult:
     return 'tensorflow_model_server --model_base_path=%s --model_name=%s' % (
         base, os.path.basename(base))
 
+
+
+# Training flag -> export flag: what the run trained (as eval.py's EVAL_LINKS).
+EXPORT_LINKS = (
+    Link('model_name', 'model_name'), Link('depth_multiplier', 'depth_multiplier'),
+    Link('dataset_dir', 'dataset_dir', is_dir=True),
+    Link('train_image_size', 'eval_image_size'),
+    Link('clip_frames', 'clip_frames', unless=('eval_frames',)))
+
+
+def from_run_record(config, given=None):
+  """-> (config with the flags not `given` from --checkpoint_path's run record, Settings).
+
+  given: the fields given explicitly (export.py: given_flags); None = those that differ
+  from ExportConfig's defaults."""
+  given = changed_fields(config) if given is None else given
+  config, settings = fill_from_record(config, given, find_record(config.checkpoint_path),
+                                      EXPORT_LINKS)
+  if settings.record:
+    logging.info('%s', settings.describe())
+  return config, settings
 
 
 def _read_records_info(dataset_dir):
@@ -231,8 +260,9 @@ def _save(config, directory, checkpoint, labels, static_shape):
   return plan, net_kwargs, clips.shape.as_list()
 
 
-def export_saved_model(config):
+def export_saved_model(config, settings=None):
   """Checks config, restores the checkpoint and writes the next SavedModel version.
+  settings: from_run_record's (None: no run record).
 
   Returns:
     ExportResult.
@@ -240,7 +270,8 @@ def export_saved_model(config):
     ConfigError: a user mistake (missing checkpoint, one of another model, class count or
       modality, a version that exists, ...); nothing is written then.
   """
-  checkpoint, version, records, labels, settings, sampling = _check(config)
+  settings = settings or no_record(config, changed_fields(config), EXPORT_LINKS)
+  checkpoint, version, records, labels, decoding, sampling = _check(config)
   num_classes, channels = len(labels), records['num_channels']
   static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
   check_inference_kernels(_network_fn(config, num_classes)[0], config.mixed_precision,
@@ -252,9 +283,9 @@ def export_saved_model(config):
         'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
         'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
         'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
-        'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': settings,
+        'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': decoding,
         'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes),
-        'mixed_precision': config.mixed_precision}
+        'mixed_precision': config.mixed_precision, 'settings': settings.as_dict()}
     write_model_info(directory, info)   # creates assets.extra/
     shutil.copy(os.path.join(config.dataset_dir, LABELS_FILENAME),
                 os.path.join(directory, export_layout.ASSETS_EXTRA, LABELS_FILENAME))

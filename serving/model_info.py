@@ -8,11 +8,15 @@ It sits with labels.txt in the version's `assets.extra/` (serving.export_layout)
      "input_shape": [null, 64, 224, 224, 3],       # null = any size
      "sampling": {"mode": "eval_clips", "clips": 1, "clip_frames": 64, "crop_size": 224},
      "decoding": {"short_side": 256, "fps": 0.0, "jpeg_quality": 90},
-     "signature": "serving_default", "top_k": 5, "mixed_precision": "float32"}
+     "signature": "serving_default", "top_k": 5, "mixed_precision": "float32",
+     "settings": {"record": ".../flags.cfg" or null,
+                  "model_name": {"value": "i3d", "from": "record"}, ...}}
 
 `sampling` is evaluation's (resolve.sampling.Sampling), `decoding` the converter's
 settings of the records the model was evaluated on (datasets.convert_videos), so a video
-file is prepared for the model exactly as it was for evaluation.
+file is prepared for the model exactly as it was for evaluation. `settings` says where
+export.py's model, width, records and sampling came from: the training run's record,
+a flag, or a default (resolve.run_record).
 """
 
 import json

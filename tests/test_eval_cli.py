@@ -1,11 +1,13 @@
-"""eval.py as users run it: real processes, one `error:` line for bad input, and --watch
-beside a real training job (train_image_classifier.py on the synthetic videos)."""
+"""eval.py as users run it: real processes, one `error:` line for bad input, --watch
+beside a real training job (train_image_classifier.py on the synthetic videos), and
+evaluation from a run's own record (tests/trained_runs.py: the real trainer's flags.cfg)."""
 
 import concurrent.futures
 import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import time
 import pytest
 
 from checkpoints import end_marker, paths
+from tests import trained_runs
 from tests import video_testdata as vt
 from core import errors
 
@@ -186,3 +189,72 @@ def _wait_for(condition, process, timeout=180):
     assert process.poll() is None, 'process ended early with %s' % process.returncode
     assert time.monotonic() < deadline, 'timed out'
     time.sleep(0.2)
+
+
+# ------------------------------------------------------------- from the run's own record
+
+
+def _stderr_lines(result, text):
+  return [line.split('] ', 1)[-1] for line in result.stderr.splitlines() if text in line]
+
+
+def _report(eval_dir):
+  [path] = glob.glob(os.path.join(str(eval_dir), 'report-*.json'))
+  with open(path) as handle:
+    return json.load(handle)
+
+
+@pytest.mark.slow
+def test_eval_from_the_run_record_alone(tmp_path, tmp_path_factory):
+  """A run of the real trainer (I3D 4 x 32 x 32 at depth 0.125, none of them I3D's
+  defaults) evaluated with --checkpoint_path, --dataset_split_name and --eval_dir alone:
+  the network, width, data, clip and crop are the run's and the report says so; a flag
+  given wins, named in one line when it differs from the run's. (LeNet's record:
+  tests/evaluation/test_alerts.py.)"""
+  i3d = trained_runs.i3d_run(tmp_path_factory)
+  cases = {'record': [], 'given': ['--clip_frames=6', '--depth_multiplier=0.125']}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    futures = {name: pool.submit(run, 'eval.py', args + [
+        '--checkpoint_path=%s' % i3d, '--dataset_split_name=test',
+        '--eval_dir=%s' % (tmp_path / name)]) for name, args in cases.items()}
+  results = {name: future.result() for name, future in futures.items()}
+  for name, result in results.items():
+    assert result.returncode == 0, (name, result.stderr[-3000:])
+  report = _report(tmp_path / 'record')
+  assert report['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 4,
+                                'crop_size': 32}
+  assert report['model'] == {'name': 'i3d', 'num_classes': 3,
+                             'net_kwargs': {'depth_multiplier': vt.DEPTH}}
+  assert report['dataset']['dirs'] == {'rgb': vt.converted(tmp_path_factory, 'rgb')}
+  settings = report['settings']['rgb']
+  assert settings['record'] == os.path.join(i3d, 'flags.cfg')
+  assert {name: settings[name]['from'] for name in (
+      'model_name', 'depth_multiplier', 'dataset_name', 'dataset_dir', 'clip_frames',
+      'eval_image_size', 'moving_average_decay')} == {
+          'model_name': 'record', 'depth_multiplier': 'record', 'dataset_name': 'record',
+          'dataset_dir': 'record', 'clip_frames': 'record', 'eval_image_size': 'record',
+          'moving_average_decay': 'default'}
+  [described] = _stderr_lines(results['record'], 'settings from the run\'s record')
+  assert 'eval_image_size=32 (record: --train_image_size)' in described
+  assert not _stderr_lines(results['record'], 'differ from the run')
+  given = _report(tmp_path / 'given')
+  assert given['sampling']['clip_frames'] == 6
+  assert given['settings']['rgb']['clip_frames'] == {'value': 6, 'from': 'flag'}
+  assert _stderr_lines(results['given'], 'differ from the run') == [
+      'given flags differ from the run\'s record %s/flags.cfg: --clip_frames=6 (the run: '
+      '--clip_frames=4)' % i3d]
+  for result in results.values():   # 2 steps at decay 0.999
+    assert len(_stderr_lines(result, 'cannot have settled')) == 1
+
+
+@pytest.mark.slow
+def test_a_moved_run_needs_its_dataset_dir(tmp_path, digits_dir):
+  """A run whose records moved away: one error line naming --dataset_dir."""
+  shutil.copytree(digits_dir, tmp_path / 'data')
+  trained_runs.train(tmp_path / 'train', str(tmp_path / 'data'), **trained_runs.LENET_FLAGS)
+  shutil.move(str(tmp_path / 'data'), str(tmp_path / 'moved'))
+  result = run('eval.py', ['--checkpoint_path=%s' % (tmp_path / 'train'),
+                           '--dataset_split_name=test'])
+  assert_one_error_line(result, '--dataset_dir is needed: the run\'s record %s/flags.cfg '
+                        'names --dataset_dir=%s, which no longer exists' % (
+                            tmp_path / 'train', tmp_path / 'data'))

@@ -1,5 +1,6 @@
 """export.py as users run it: version 1 of a model TF Serving loads (a SavedModel with
-labels.txt and model_info.json in assets.extra/), or one `error:` line."""
+labels.txt and model_info.json in assets.extra/), or one `error:` line; and the export of
+a run of the real trainer from its record alone."""
 
 import concurrent.futures
 import json
@@ -7,6 +8,7 @@ import os
 
 import pytest
 
+from tests import trained_runs
 from tests import video_testdata as vt
 from tests.test_eval_cli import assert_one_error_line
 from tests.test_eval_cli import run as run_script
@@ -46,3 +48,40 @@ def test_export_writes_a_saved_model_or_one_error_line(tmp_path, tmp_path_factor
   assert (info['modality'], info['channels'], info['global_step'],
           info['moving_averages']) == ('flow', 2, 9, False)
   assert_one_error_line(results['missing'], '--checkpoint_path=', 'no such checkpoint')
+
+
+@pytest.mark.slow
+def test_export_from_the_run_record_alone(tmp_path, tmp_path_factory):
+  """A run of the real trainer exported with --checkpoint_path and --export_dir alone:
+  the network, width, records, clip and crop are the run's (model_info.json says where
+  each came from); a flag given wins, named in one line when it differs."""
+  i3d = trained_runs.i3d_run(tmp_path_factory)
+  cases = {'record': [], 'given': ['--eval_image_size=40', '--model_name=i3d']}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    futures = {name: pool.submit(run_script, 'export.py', args + [
+        '--checkpoint_path=%s' % i3d, '--export_dir=%s' % (tmp_path / name)])
+               for name, args in cases.items()}
+  results = {name: future.result() for name, future in futures.items()}
+  info = {}
+  for name, result in results.items():
+    assert result.returncode == 0, (name, result.stderr[-3000:])
+    with open(str(tmp_path / name / '1' / 'assets.extra' / 'model_info.json')) as handle:
+      info[name] = json.load(handle)
+  record = info['record']
+  assert (record['model_name'], record['net_kwargs'], record['modality']) == (
+      'i3d', {'depth_multiplier': vt.DEPTH}, 'rgb')
+  assert record['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 4,
+                                'crop_size': 32}
+  assert record['settings']['record'] == os.path.join(i3d, 'flags.cfg')
+  assert {name: entry['from'] for name, entry in record['settings'].items()
+          if name != 'record'} == {'model_name': 'record', 'depth_multiplier': 'record',
+                                   'dataset_dir': 'record', 'eval_image_size': 'record',
+                                   'clip_frames': 'record'}
+  assert record['input_shape'][2:] == [32, 32, 3]
+  given = info['given']
+  assert given['sampling']['crop_size'] == 40 and given['input_shape'][2:] == [40, 40, 3]
+  assert given['settings']['eval_image_size'] == {'value': 40, 'from': 'flag'}
+  differ = [line.split('] ', 1)[-1] for line in results['given'].stderr.splitlines()
+            if 'differ from the run' in line]
+  assert differ == ['given flags differ from the run\'s record %s/flags.cfg: '
+                    '--eval_image_size=40 (the run: --train_image_size=32)' % i3d]

@@ -22,7 +22,7 @@ def read_eval_dir(eval_dir):
 
 
 def numpy_figures(logits, labels, num_classes):
-  """top1, top5, per-class accuracy (NaN for a class without examples), mean class
+  """top1, top5 (and their counts top1_correct, top5_correct), per-class accuracy (NaN for a class without examples), mean class
   accuracy and confusion, from argmax and argsort."""
   logits, labels = np.asarray(logits), np.asarray(labels)
   predicted = np.argmax(logits, axis=1)
@@ -32,8 +32,10 @@ def numpy_figures(logits, labels, num_classes):
   confusion = np.zeros((num_classes, num_classes), np.int64)
   for label, guess in zip(labels, predicted):
     confusion[label, guess] += 1
-  return {'top1': float(np.mean(predicted == labels)),
-          'top5': float(np.mean([l in row for l, row in zip(labels, best5)])),
+  top1_correct = int(np.sum(predicted == labels))
+  top5_correct = sum(int(l in row) for l, row in zip(labels, best5))
+  return {'top1': top1_correct / len(labels), 'top5': top5_correct / len(labels),
+          'top1_correct': top1_correct, 'top5_correct': top5_correct,
           'per_class': per_class, 'mean_class_accuracy': float(np.nanmean(per_class)),
           'confusion': confusion}
 
@@ -44,6 +46,8 @@ def assert_stream_events(scalars, images, stream, step, expected, class_tags):
   for name in ('top1', 'top5', 'mean_class_accuracy'):
     [(at, value)] = scalars['eval/%s/%s' % (stream, name)]
     assert at == step and abs(value - expected[name]) < 1e-6, (stream, name, value)
+  for name in ('top1_correct', 'top5_correct'):
+    assert scalars['eval/%s/%s' % (stream, name)] == [(step, expected[name])]
   per_class = {tag[len('per_class_accuracy/%s/' % stream):]: values
                for tag, values in scalars.items()
                if tag.startswith('per_class_accuracy/%s/' % stream)}

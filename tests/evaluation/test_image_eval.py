@@ -23,6 +23,7 @@ from evaluation.image_eval import EvalConfig, evaluate
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.config import TrainConfig
+from core import errors
 from core.params import ConfigError
 from training.train import train
 from tests.evaluation import tensorboard_events as tbe
@@ -283,8 +284,13 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
   assert [c['images'] for c in stream['per_class']] == np.bincount(labels).tolist()
 
   text = run.summary(eval_config(digits_dir, two_clone_checkpoint), outcome)
-  assert text.splitlines()[0] == 'Accuracy: %.4f  Recall@5: %.4f  (360 examples, step 40)' % (
-      result.accuracy, result.recall_at_5)
+  assert text.splitlines()[0] == (
+      'Accuracy: %.4f (%d/360)  Recall@5: %.4f (%d/360)  (360 examples, step 40)' % (
+          expected['top1'], expected['top1_correct'], expected['top5'],
+          expected['top5_correct']))
+  assert (stream['metrics']['top1_correct'], stream['metrics']['top5_correct']) == (
+      expected['top1_correct'], expected['top5_correct'])
+  assert scalars['eval/image/examples'] == [(40, NUM_TEST)]
   lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('image: ')]
   assert lines[-1].startswith('image: 360/360 images (100.0%), ')   # 8 batches: every one
   assert [line.split(' (')[0] for line in lines[:2]] == ['image: 50/360 images',
@@ -356,6 +362,25 @@ def test_batch_norm_evaluates_with_moving_statistics(digits_dir, test_split, tmp
   # Without batch norm the model does not match the checkpoint (no biases there).
   with pytest.raises(ConfigError):
     evaluate(eval_config(digits_dir, result.checkpoint))
+
+
+@pytest.mark.slow
+def test_min_accuracy_compares_counts(digits_dir, test_split, two_clone_checkpoint, capsys):
+  """Exactly k of 20 correct (counted in NumPy) passes --min_accuracy=k/20, written as the
+  decimal it is, and not (k + 1)/20: counts are compared, not a float32 ratio."""
+  images, labels = test_split
+  config = eval_config(digits_dir, two_clone_checkpoint, batch_size=20, max_num_batches=1)
+  results = list(run.evaluations(config))
+  predicted = np.argmax(reference_logits(checkpoint_values(two_clone_checkpoint),
+                                         images[:20]), axis=1)
+  correct = int(np.sum(predicted == labels[:20]))
+  assert (results[0].metrics.top1_correct, results[0].metrics.num_examples) == (correct, 20)
+  at = dataclasses.replace(config, min_accuracy=float('%.2f' % (correct / 20)))
+  assert run.exit_status(at, results) == errors.OK
+  above = dataclasses.replace(config, min_accuracy=(correct + 1) / 20)
+  assert run.exit_status(above, results) == errors.BELOW_TARGET
+  assert capsys.readouterr().err == 'error: accuracy %.4f (%d/20) is below --min_accuracy=%s\n' % (
+      correct / 20, correct, (correct + 1) / 20)
 
 
 @pytest.mark.slow

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from evaluation.metrics import classification_metrics, confusion_matrix, top_k_correct
+from evaluation.metrics import (accuracy_text, classification_metrics, confusion_matrix,
+                                reaches, top_k_correct)
 
 
 def python_metrics(scores, labels, num_classes):
@@ -19,8 +20,7 @@ def python_metrics(scores, labels, num_classes):
     hits = [t for t, label in zip(top1, labels) if label == c]
     per_class.append(sum(hits) / len(hits) if hits else float('nan'))
   present = [a for a in per_class if a == a]
-  return (sum(top1) / len(labels), sum(top5) / len(labels), per_class,
-          sum(present) / len(present), confusion)
+  return (sum(top1), sum(top5), per_class, sum(present) / len(present), confusion)
 
 
 @pytest.mark.parametrize('seed,num_classes,count', [(0, 3, 7), (1, 10, 50), (2, 101, 300)])
@@ -32,13 +32,13 @@ def test_against_python_counting(seed, num_classes, count):
   top1, top5, per_class, mean_class, confusion = python_metrics(scores, labels, num_classes)
   metrics = classification_metrics(scores, labels, num_classes)
   assert metrics.num_examples == count
-  assert metrics.top1 == pytest.approx(top1)
-  assert metrics.top5 == pytest.approx(top5)
+  assert (metrics.top1_correct, metrics.top5_correct) == (top1, top5)
+  assert metrics.top1 == top1 / count and metrics.top5 == top5 / count
   np.testing.assert_allclose(metrics.per_class_accuracy, per_class)  # NaN where absent
   assert metrics.mean_class_accuracy == pytest.approx(mean_class)
   assert metrics.confusion.tolist() == confusion
   assert metrics.class_counts.tolist() == [int(np.sum(labels == c)) for c in range(num_classes)]
-  assert metrics.confusion.trace() == round(top1 * count)
+  assert metrics.confusion.trace() == top1
 
 
 def test_ties_go_to_the_lower_class_as_argmax_does():
@@ -73,3 +73,12 @@ def test_confusion_matrix_counts_pairs():
 def test_bad_input(scores, labels, message):
   with pytest.raises(ValueError, match=message):
     classification_metrics(scores, labels, 3)
+
+
+def test_exactly_342_of_360_reaches_095_counted_not_as_a_float32_ratio():
+  assert float(np.float32(342 / 360)) < 0.95     # the trap: 0.949999988079071
+  assert reaches(342, 360, 0.95)
+  assert not reaches(341, 360, 0.95)
+  assert reaches(19, 20, 0.95) and reaches(1, 3, 1 / 3) and not reaches(0, 3, 0.001)
+  assert reaches(0, 5, 0.0) and reaches(5, 5, 1.0) and not reaches(4, 5, 1.0)
+  assert accuracy_text(342, 360) == '0.9500 (342/360)'

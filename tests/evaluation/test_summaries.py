@@ -41,5 +41,7 @@ def test_every_stream_every_class_one_event(tmp_path):
                              tbe.numpy_figures(logits[name], labels, 4),
                              ['walk', 'run_fast', 'jump', 'sit'])
     assert 'per_class_accuracy/%s/sit' % name not in scalars
+    assert scalars['eval/%s/examples' % name] == [(12, 10)]
   assert scalars['eval/extra'] == [(12, 0.5)]
-  assert len(scalars) == 2 * (3 + 3) + 1 and len(images) == 2
+  # Per stream: top1, top5, mean class, the two counts and the examples; 3 classes.
+  assert len(scalars) == 2 * (6 + 3) + 1 and len(images) == 2

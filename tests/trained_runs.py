@@ -1,0 +1,50 @@
+"""Tiny runs of the real trainer, made once per pytest session, for what reads a run's
+record (eval.py and export.py from flags.cfg, eval's batch-norm warning).
+
+  * `i3d_run()`: I3D at depth 0.125 on tests/video_testdata.py's rgb records, 4-frame
+    clips cropped to 32 (none of them I3D's defaults: 64 frames, 224, depth 1), 2 steps.
+  * `lenet_run(digits_dir)`: LeNet with batch norm on digits, 3 steps.
+  * `train(...)`: one more run of either kind, for a test's own (e.g. a moved run).
+
+Each returns the train_dir. The runs' statistics have not settled (2 or 3 steps at
+batch-norm decay 0.999): eval warns about that, which the warning's tests rely on.
+"""
+
+import os
+
+from tests import video_testdata as vt
+from training import train as train_module
+from training.config import TrainConfig
+
+_CACHE = {}
+I3D_FLAGS = dict(dataset_name='video_folder', model_name='i3d', clip_frames=4,
+                 train_image_size=32, depth_multiplier=vt.DEPTH, batch_size=2,
+                 max_number_of_steps=2)
+LENET_FLAGS = dict(dataset_name='digits', model_name='lenet', use_batch_norm=True,
+                   batch_size=16, max_number_of_steps=3)
+
+
+def train(train_dir, dataset_dir, **flags):
+  """Trains a run (one clone, sgd, no timed saves) into train_dir; returns it."""
+  values = dict(train_dir=str(train_dir), dataset_dir=dataset_dir, optimizer='sgd',
+                learning_rate=0.01, learning_rate_decay_type='fixed', num_readers=1,
+                num_preprocessing_threads=1, log_every_n_steps=1, save_summaries_secs=600,
+                save_interval_secs=600)
+  values.update(flags)
+  train_module.train(TrainConfig(**values))
+  return str(train_dir)
+
+
+def i3d_run(tmp_path_factory):
+  if 'i3d' not in _CACHE:
+    root = str(tmp_path_factory.mktemp('trained_i3d'))
+    _CACHE['i3d'] = train(os.path.join(root, 'train'), vt.converted(tmp_path_factory, 'rgb'),
+                          **I3D_FLAGS)
+  return _CACHE['i3d']
+
+
+def lenet_run(tmp_path_factory, digits_dir):
+  if 'lenet' not in _CACHE:
+    root = str(tmp_path_factory.mktemp('trained_lenet'))
+    _CACHE['lenet'] = train(os.path.join(root, 'train'), digits_dir, **LENET_FLAGS)
+  return _CACHE['lenet']
