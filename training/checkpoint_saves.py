@@ -66,8 +66,8 @@ class CheckpointSaves:
     step = int(sess.run(self._global_step))
     if step == self._saved:
       return None
+    logging.info('Saving the %s checkpoint %s-%d', why, self._prefix, step)
     path = self._saver.save(sess, self._prefix, global_step=step)
-    logging.info('Saved the %s checkpoint %s', why, path)
     self._saved = step
     self._cadence.done(step)
     return path
