@@ -46,9 +46,8 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from evaluation.setup import from_run_records
 from core import errors
-from core.params import (config_from_flags, define_flags, parse_flags,
+from core.params import (config_from_flags, define_flags, given_flags, parse_flags,
                          reject_positional_arguments)
-from resolve.run_record import given_flags
 
 define_flags(EvalConfig)
 FLAGS = flags.FLAGS

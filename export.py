@@ -30,9 +30,8 @@ from absl import app, flags, logging
 
 from serving.export_model import ExportConfig, export_saved_model, from_run_record
 from core import errors
-from core.params import (config_from_flags, define_flags, parse_flags,
+from core.params import (config_from_flags, define_flags, given_flags, parse_flags,
                          reject_positional_arguments)
-from resolve.run_record import given_flags
 
 define_flags(ExportConfig)
 FLAGS = flags.FLAGS

@@ -19,8 +19,8 @@ from absl import flags
 from core import flag_help
 from core.errors import USAGE, ConfigError, print_error  # ConfigError: re-exported
 
-__all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'parse_flags',
-           'reject_positional_arguments']
+__all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'given_flags',
+           'parse_flags', 'reject_positional_arguments']
 
 
 def param(default, help):  # pylint: disable=redefined-builtin
@@ -88,6 +88,14 @@ def config_from_flags(config_class, flag_values=flags.FLAGS):
       value = _convert_list(field.name, value or [], typing.get_args(kind)[0])
     values[field.name] = value
   return config_class(**values)
+
+
+def given_flags(config_class, flag_values=flags.FLAGS):
+  """Names of the fields of `config_class` given on the command line or in a flagfile
+  (absl's `present`), told apart from their defaults (eval and export let a run's record
+  fill the others)."""
+  return frozenset(field.name for field in dataclasses.fields(config_class)
+                   if flag_values[field.name].present)
 
 
 def parse_flags(argv):

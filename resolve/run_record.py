@@ -20,7 +20,7 @@ from absl import logging
 from core.errors import DataError, require
 
 __all__ = ['RECORD_FILE', 'RunRecord', 'Link', 'Setting', 'Settings', 'find_record',
-           'read_record', 'fill_from_record', 'given_flags', 'changed_fields', 'no_record']
+           'read_record', 'fill_from_record', 'changed_fields', 'no_record']
 
 RECORD_FILE = 'flags.cfg'   # training.run_record.FLAGFILE
 RECORD, FLAG, DEFAULT = 'record', 'flag', 'default'
@@ -161,14 +161,6 @@ def changed_fields(config):
                    if getattr(config, field.name) != getattr(defaults, field.name))
 
 
-def given_flags(config_class, flag_values):
-  """Names of the fields of `config_class` given on the command line or in a flagfile
-  (absl's `present`), told apart from defaults before the config is built; call it in
-  main() with FLAGS."""
-  return frozenset(field.name for field in dataclasses.fields(config_class)
-                   if flag_values[field.name].present)
-
-
 def _differs_line(record, differing):
   return ('given flags differ from the run\'s record %s: %s' % (record.path, ', '.join(
       '--%s=%s (the run: %s)' % (link.name, value, 'unset' if recorded is None
@@ -194,7 +186,7 @@ def fill_from_record(config, given, record, links):
 
   Args:
     config: a frozen config dataclass, built from flags.
-    given: names of its fields given explicitly (`given_flags`).
+    given: names of its fields given explicitly (`core.params.given_flags`).
     record: RunRecord or None (then config is returned unchanged).
     links: Links from training flags to the config's fields.
   Raises:
