@@ -22,7 +22,7 @@ from core.errors import DataError, require
 __all__ = ['RECORD_FILE', 'RunRecord', 'Link', 'Setting', 'Settings', 'find_record',
            'read_record', 'fill_from_record', 'changed_fields', 'no_record']
 
-RECORD_FILE = 'flags.cfg'   # training.run_record.FLAGFILE
+RECORD_FILE = 'flags.cfg'   # the trainer writes it (training.run_record.FLAGFILE)
 RECORD, FLAG, DEFAULT = 'record', 'flag', 'default'
 
 

@@ -25,6 +25,7 @@ from absl import flags, logging
 from tensorboard.summary import v1 as summary_v1
 
 from checkpoints import end_marker, paths
+from resolve.run_record import RECORD_FILE
 from core.files import write_text_atomically
 from core.params import config_from_flags, define_flags
 from training import optimization
@@ -34,7 +35,7 @@ from tf_compat import tf
 __all__ = ['FLAGFILE', 'flag_lines', 'recorded_config', 'schedule_change', 'per_clone_batch',
            'start_run', 'write_run_summaries', 'end_run']
 
-FLAGFILE = 'flags.cfg'
+FLAGFILE = RECORD_FILE  # what eval and export read back (resolve.run_record)
 # Where the run was, not what it was: left out of the replayable flagfile.
 _NOT_REPLAYED = ('train_dir', 'master', 'ps_hosts', 'worker_hosts', 'job_name', 'task_index',
                  'task', 'worker_replicas', 'num_ps_tasks')
