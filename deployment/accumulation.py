@@ -31,9 +31,9 @@ Why inside one run and not over K runs
     chief only ever sees whole updates, and a sync worker still sends one gradient per
     step. The costs: a graph K times the model's (built once, at start-up); each
     micro-batch's gradient is added on the optimizer's device (the worker CPU, where
-    model_deploy sums the clones' and the update runs); and the summary op, which shows
-    the mean loss, runs the K forward passes (and K-1 backward ones, which micro-batch k
-    waits for) whenever it is evaluated, as it already runs every clone's forward pass.
+    model_deploy sums the clones' and the update runs). The summary op, which shows the
+    mean loss, is fetched inside a training step when due, so it reads that step's K
+    forward passes instead of running them again.
 
 Batch norm
     Each micro-batch is normalised with its OWN batch statistics (accumulation does not
