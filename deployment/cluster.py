@@ -412,6 +412,27 @@ def wait_for_workers_to_leave(task, target, stop_event, stop_grace_secs, poll_se
   return sorted(left)
 
 
+def answers(host, timeout_secs):
+  """Whether 'name:port' accepts a TCP connection within `timeout_secs`."""
+  name, port = host.rsplit(':', 1)
+  try:
+    with socket.create_connection((name.strip('[]'), int(port)), timeout=timeout_secs):
+      return True
+  except OSError:
+    return False
+
+
+def absent_tasks(task, timeout_secs=1.0):
+  """[(job, index, host)] of the other tasks of `task`'s cluster that do not accept a
+  connection: never started, ended, or unreachable. A task's gRPC server listens from
+  its start to its exit, so this tells a missing task from a slow one."""
+  return [(job, index, host)
+          for job, hosts in (('ps', task.ps_hosts), ('worker', task.worker_hosts))
+          for index, host in enumerate(hosts)
+          if (job, index) != (task.job_name, task.task_index)
+          and not answers(host, timeout_secs)]
+
+
 class ParameterServerMonitor:
   """Calls `on_lost(index, host)` once a parameter server seen alive stops answering.
 
@@ -430,20 +451,11 @@ class ParameterServerMonitor:
     self._done = threading.Event()
     self._thread = threading.Thread(target=self._watch, name='ps-monitor', daemon=True)
 
-  @staticmethod
-  def _answers(host, timeout_secs):
-    name, port = host.rsplit(':', 1)
-    try:
-      with socket.create_connection((name.strip('[]'), int(port)), timeout=timeout_secs):
-        return True
-    except OSError:
-      return False
-
   def _watch(self):
     seen, failing_since = set(), {}
     while not self._done.wait(self._interval):
       for index, host in enumerate(self._hosts):
-        if self._answers(host, self._interval):
+        if answers(host, self._interval):
           seen.add(index)
           failing_since.pop(index, None)
         elif index in seen:

@@ -31,6 +31,7 @@ ends it at once.
 """
 
 import dataclasses
+import functools
 import os
 import re
 import signal
@@ -242,7 +243,7 @@ def _train_in_cluster(job, server, stop_event):
   start = time.time()
   with cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
     try:
-      result = train(config, stop_event)
+      result = train(config, stop_event, functools.partial(cluster.absent_tasks, task))
     except BaseException as error:
       if _permanent(error, config):
         logging.info('Worker %d leaves: failed (%s), for good: a restart would fail alike',

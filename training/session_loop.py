@@ -252,7 +252,7 @@ def _supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeou
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
-                     finish_fn=None):
+                     finish_fn=None, before_steps=None, absent_tasks=None):
   """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
@@ -261,7 +261,10 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   `save_interval_secs`, 0 = off; training.cadence) and at the end. `finish_fn(sess,
   beat)`: run on the chief after the last step when training finished (not stopped) and
   the global step moved, before the final save (precise batch norm); `beat()` re-arms
-  the watchdog. The Watchdog is armed only in a cluster (`master` set). `worker_stats`:
+  the watchdog. `before_steps(sess)`: run once the session is ready, before the first
+  step, under the start-up timeout (training.cluster_agreement's check of the chief's
+  settings). The Watchdog is armed only in a cluster (`master` set); its time-out line
+  names the tasks `absent_tasks()` finds (deployment.cluster.absent_tasks). `worker_stats`:
   optional deployment.worker_stats.WorkerStats. -> True when training ran to its end
   (steps or inputs), False when `stop_event` ended it."""
   with train_op.graph.as_default():
@@ -273,8 +276,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   if is_chief and logdir:
     saves = CheckpointSaves(sv.saver, logdir, global_step,
                             Cadence(save_interval_steps, save_interval_secs))
-  watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None)
-              if master else None)
+  watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None,
+                       absent_tasks=absent_tasks) if master else None)
   with watchdog or contextlib.nullcontext():
     # The watchdog owns the start-up timeout (it also covers a session creation that
     # waits for a missing parameter server, which max_wait_secs does not).
@@ -283,6 +286,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
         max_wait_secs=float('inf'))
     runners = []
     try:
+      if before_steps is not None:
+        before_steps(sess)
       if watchdog:
         watchdog.enter('training', sess, ops.add_token)
       _begin(sv, sess, global_step, saves)
@@ -339,8 +344,9 @@ class Watchdog:
   POLL_SECS = 0.2
 
   def __init__(self, timeouts, stop_event, is_chief, sync, exit_fn=flush_and_exit,
-               clock=time.monotonic):
+               clock=time.monotonic, absent_tasks=None):
     self._timeouts = timeouts
+    self._absent_tasks = absent_tasks
     self._stop_event = stop_event
     self._is_chief = is_chief
     self._sync = sync
@@ -421,21 +427,41 @@ class Watchdog:
           2 * grace)
     return None
 
+  def _missing(self, phase):
+    """'; not answering: worker 1 (h:p), ...' of the tasks this phase waits for (the
+    parameter servers; at start-up a worker also waits for the chief, a synchronous
+    step for every worker), or ''."""
+    if self._absent_tasks is None:
+      return ''
+
+    def waited_for(job, index):
+      if job == 'ps':
+        return True
+      if phase == 'startup':
+        return index == 0 and not self._is_chief
+      return phase == 'training' and self._sync
+
+    names = ['%s %d (%s)' % ('the chief, worker' if (job, index) == ('worker', 0) else job,
+                              index, host)
+             for job, index, host in self._absent_tasks() if waited_for(job, index)]
+    return '; not answering: %s' % ', '.join(names) if names else ''
+
   def _timeout_reason(self, phase, limit):
+    missing = self._missing(phase)
     if phase == 'startup':
       who = ('a parameter server does not answer' if self._is_chief else
              'the chief (worker 0) has not initialized the model, or a parameter server '
              'does not answer')
       return ('the training session was not ready after %g s (--startup_timeout_secs): '
-              '%s; start the missing task (docs/cluster.md)' % (limit, who))
+              '%s%s; start the missing task (docs/cluster.md)' % (limit, who, missing))
     if phase == 'finishing':
       return ('the end of training (final checkpoint, shutdown) did not finish within %g s '
-              '(--step_timeout_secs): a parameter server does not answer' % limit)
+              '(--step_timeout_secs): a parameter server does not answer%s' % (limit, missing))
     if self._sync:
       return ('no training step finished for %g s (--step_timeout_secs): synchronous '
               'training waits for --replicas_to_aggregate gradients and for the chief\'s '
-              'update each step, so a worker is missing (never started, or died) or a '
-              'parameter server hangs; start the missing task, it rejoins '
-              '(docs/cluster.md)' % limit)
+              'update each step, so a worker is missing (never started, or ended) or a '
+              'parameter server hangs%s; start the missing task, it rejoins '
+              '(docs/cluster.md)' % (limit, missing))
     return ('no training step finished for %g s (--step_timeout_secs): a parameter server '
-            'does not answer (docs/cluster.md)' % limit)
+            'does not answer%s (docs/cluster.md)' % (limit, missing))

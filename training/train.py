@@ -27,7 +27,7 @@ from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
 from datasets import damaged_shards
-from training import optimization, precise_bn, run_record, summaries
+from training import cluster_agreement, optimization, precise_bn, run_record, summaries
 from training.cadence import Cadence
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
@@ -49,7 +49,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
                    'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
-                   'skips', 'precise_bn'])
+                   'skips', 'precise_bn', 'agreement'])
 
 
 def _skip_counter(config, setup):
@@ -137,6 +137,15 @@ def _fine_tune_init_fn(config, setup):
                  config.model_name)
   restore.log_restore_report(plan)
   return restore.make_init_fn(plan)
+
+
+def _agreement(config, setup):
+  """In a cluster, the chief's settings every worker checks before its first step."""
+  if not config.master:
+    return None
+  return cluster_agreement.ClusterAgreement(
+      cluster_agreement.agreed_settings(config, setup),
+      setup.deploy_config.variables_device(), config.task, config.is_chief)
 
 
 def _worker_stats(config, global_step):
@@ -229,7 +238,8 @@ def build_training_graph(config, setup):
              if config.precise_bn_batches else None)
   return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
-                    stats, _progress_scalars(loss_scale), skips, precise)
+                    stats, _progress_scalars(loss_scale), skips, precise,
+                    _agreement(config, setup))
 
 
 def _log_startup(config, setup):
@@ -335,7 +345,7 @@ def _log_precise_bn_skipped(config, graph, finished):
                'no step trained in this run')
 
 
-def _run_loop(config, setup, graph, step_fn, stop_event):
+def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
   """supervised_train with the graph; a damaged record shard ends it with one line
   (DamagedShards: the file, what is wrong, the command that rebuilds it)."""
   session_config = make_session_config(
@@ -353,11 +363,16 @@ def _run_loop(config, setup, graph, step_fn, stop_event):
         sync_optimizer=graph.optimizer if config.sync_replicas else None,
         session_config=session_config, timeouts=_loop_timeouts(config),
         stop_event=stop_event, worker_stats=graph.worker_stats,
-        finish_fn=_finish_fn(graph, step_fn))
+        finish_fn=_finish_fn(graph, step_fn),
+        before_steps=graph.agreement.settle if graph.agreement else None,
+        absent_tasks=absent_tasks)
 
 
-def train(config, stop_event=None):
+def train(config, stop_event=None, absent_tasks=None):
   """Checks `config`, builds the graph and trains; returns a TrainResult.
+
+  In a cluster, `absent_tasks()` lists the tasks that do not answer, for the line of a
+  task that times out waiting (deployment.cluster.absent_tasks).
 
   Raises:
     ConfigError: a user mistake, found before the graph is built (or, for checkpoint
@@ -381,7 +396,7 @@ def train(config, stop_event=None):
                            skips=graph.skips, summary_op=graph.summary_op,
                            summary_cadence=Cadence(setup.save_summaries_steps,
                                                    config.save_summaries_secs))
-    finished = _run_loop(config, setup, graph, step_fn, stop_event)
+    finished = _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:
     raise _too_many_damaged(config, setup, graph.skips)

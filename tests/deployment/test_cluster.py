@@ -136,6 +136,20 @@ def test_monitor_reports_a_server_that_stops_answering_and_ignores_one_never_see
   assert lost == [(1, alive)]
 
 
+def test_absent_tasks_are_the_others_that_refuse_a_connection():
+  listener = socket.socket()
+  listener.bind(('127.0.0.1', 0))
+  listener.listen()
+  alive = '127.0.0.1:%d' % listener.getsockname()[1]
+  gone = ['127.0.0.1:%d' % portpicker.pick_unused_port() for _ in range(2)]
+  try:
+    # This task's own address (worker 0, gone[0]) is never reported.
+    task = TaskSpec((alive,), (gone[0], alive, gone[1]), 'worker', 0)
+    assert cluster.absent_tasks(task, timeout_secs=0.5) == [('worker', 2, gone[1])]
+  finally:
+    listener.close()
+
+
 def test_a_parameter_server_leaves_once_every_worker_has_left():
   from tf_compat import tf  # pylint: disable=import-outside-toplevel
   hosts = ['127.0.0.1:%d' % portpicker.pick_unused_port() for _ in range(3)]

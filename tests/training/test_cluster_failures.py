@@ -204,19 +204,54 @@ def test_a_task_that_never_arrives_times_out_with_a_clear_message(digits_dir, tm
     for cluster, present in ((no_worker, 'worker-0'), (no_chief, 'worker-1')):
       cluster.start_task('ps-0')
       cluster.start_task(present)
-    for cluster, present, reason in (
-        (no_worker, 'worker-0', 'no training step finished for 8 s'),
-        (no_chief, 'worker-1', 'the training session was not ready after 8 s')):
+    for cluster, present, reason, missing in (
+        (no_worker, 'worker-0', 'no training step finished for 8 s',
+         'not answering: worker 1 (%s)' % no_worker.hosts('worker')[1]),
+        (no_chief, 'worker-1', 'the training session was not ready after 8 s',
+         'not answering: the chief, worker 0 (%s)' % no_chief.hosts('worker')[0])):
       status = cluster.wait(present, 120)
       text = log_text(cluster.task(present))
       assert status == 138, '%s exited %s\n%s' % (present, status, text[-3000:])
       assert 'Traceback' not in text
       lines = error_lines(text)
-      assert len(lines) == 1 and reason in lines[0], lines
+      assert len(lines) == 1 and reason in lines[0] and missing + ';' in lines[0], lines
       assert '--step_timeout_secs' in lines[0] or '--startup_timeout_secs' in lines[0]
   finally:
     no_worker.kill()
     no_chief.kill()
+
+
+def test_a_synchronous_job_short_of_workers_for_good_ends_naming_the_worker(digits_dir,
+                                                                             tmp_path):
+  """Two jobs side by side, each losing one worker for good (SIGKILL, never restarted)
+  after step 5: without a backup worker, --replicas_to_aggregate=2 can no longer be met
+  and the chief ends at --step_timeout_secs naming the worker; with one backup worker
+  (3 workers, 2 to aggregate) training goes on to its last step."""
+  flags = dict(sync_replicas=True, replicas_to_aggregate=2, step_timeout_secs=8)
+  stalled = LocalCluster(1, 2, trainer(train_flags(
+      digits_dir, tmp_path / 'a', max_number_of_steps=400, **flags)), str(tmp_path / 'a'))
+  backed = LocalCluster(1, 3, trainer(train_flags(
+      digits_dir, tmp_path / 'b', max_number_of_steps=30, **flags)), str(tmp_path / 'b'))
+  try:
+    for cluster in (stalled, backed):
+      cluster.start()
+    for cluster, lost in ((stalled, 'worker-1'), (backed, 'worker-2')):
+      wait_for_step(cluster, 'worker-0', 5)
+      cluster.signal(lost, signal.SIGKILL)
+    status = stalled.wait('worker-0', WAIT_SECS)
+    text = log_text(stalled.chief)
+    assert status == 138, text[-3000:]
+    line, = error_lines(text)
+    assert 'no training step finished for 8 s (--step_timeout_secs)' in line
+    assert 'not answering: worker 1 (%s);' % stalled.hosts('worker')[1] in line, line
+    assert max(steps(text)) < 400
+    for name in ('worker-0', 'worker-1'):
+      status = backed.wait(name, WAIT_SECS)
+      assert status == 0, log_text(backed.task(name))[-3000:]
+    assert max(steps(log_text(backed.chief))) == 30
+  finally:
+    stalled.kill()
+    backed.kill()
 
 
 def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path):

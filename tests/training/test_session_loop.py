@@ -21,9 +21,32 @@ class Clock:
     return self.now
 
 
-def watchdog(timeouts=TIMEOUTS, is_chief=False, sync=True):
+def watchdog(timeouts=TIMEOUTS, is_chief=False, sync=True, absent_tasks=None):
   clock, stop = Clock(), threading.Event()
-  return Watchdog(timeouts, stop, is_chief, sync, exit_fn=None, clock=clock), clock, stop
+  return Watchdog(timeouts, stop, is_chief, sync, exit_fn=None, clock=clock,
+                  absent_tasks=absent_tasks), clock, stop
+
+
+ABSENT = [('ps', 1, 'h0:2222'), ('worker', 0, 'h1:2222'), ('worker', 3, 'h4:2222')]
+
+
+@pytest.mark.parametrize('is_chief, sync, advance, named', [
+    # At start-up a worker waits for the parameter servers and the chief.
+    (False, True, 11, 'ps 1 (h0:2222), the chief, worker 0 (h1:2222);'),
+    # The chief waits for the parameter servers only.
+    (True, True, 11, 'ps 1 (h0:2222);'),
+    # A synchronous step waits for every worker; an asynchronous one for the ps only.
+    (False, True, 'step', 'ps 1 (h0:2222), the chief, worker 0 (h1:2222), worker 3 (h4:2222);'),
+    (False, False, 'step', 'ps 1 (h0:2222) '),
+])
+def test_a_timeout_names_the_missing_tasks_it_waits_for(is_chief, sync, advance, named):
+  dog, clock, _ = watchdog(is_chief=is_chief, sync=sync, absent_tasks=lambda: ABSENT)
+  if advance == 'step':
+    dog.enter('training')
+    advance = TIMEOUTS.step_timeout_secs + 1
+  clock.now += advance
+  _, reason = dog.check()
+  assert 'not answering: ' + named in reason, reason
 
 
 def test_startup_timeout_names_the_flag_and_what_is_missing():

@@ -1,0 +1,71 @@
+"""Every worker checks the chief's settings before its first step (training.cluster_agreement).
+
+The unit tests compare settings dicts written out here; the cluster test starts a real
+1 ps + 2 worker job on 127.0.0.1 where worker 1 was given another batch size.
+"""
+
+import re
+
+import pytest
+
+from deployment.local_cluster import LocalCluster
+from training import cluster_agreement
+from tests.cluster_tasks import (assert_clean_log, error_lines, log_text, steps, train_flags,
+                                 trainer, WAIT_SECS)
+
+SETTINGS = {'model_name': 'lenet', 'batch_size': 16, 'sync_replicas': True,
+            'learning_rate_boundaries': [100, 200], 'depth_multiplier': 0.5,
+            'dataset size': 1000}
+
+
+def test_identical_settings_agree_and_have_one_digest():
+  other = dict(reversed(list(SETTINGS.items())))  # Order does not matter.
+  assert cluster_agreement.first_difference(SETTINGS, other) is None
+  assert cluster_agreement.digest(SETTINGS) == cluster_agreement.digest(other)
+
+
+@pytest.mark.parametrize('name, value, named', [
+    ('batch_size', 32, '--batch_size=32'),
+    ('sync_replicas', False, '--nosync_replicas'),
+    ('learning_rate_boundaries', [100, 300], '--learning_rate_boundaries=100,300'),
+    ('dataset size', 999, 'a dataset of 999 examples'),
+])
+def test_the_first_difference_is_named_as_a_flag(name, value, named):
+  own = dict(SETTINGS, **{name: value})
+  assert cluster_agreement.first_difference(own, SETTINGS) == (name, value, SETTINGS[name])
+  assert cluster_agreement._named(name, value) == named  # pylint: disable=protected-access
+  assert cluster_agreement.digest(own) != cluster_agreement.digest(SETTINGS)
+
+
+def test_a_setting_only_one_side_has_is_a_difference():
+  own = dict(SETTINGS, clip_frames=16)
+  assert cluster_agreement.first_difference(own, SETTINGS) == ('clip_frames', 16, None)
+  assert cluster_agreement.first_difference(SETTINGS, own) == ('clip_frames', None, 16)
+
+
+@pytest.mark.cluster
+def test_a_worker_with_another_batch_size_refuses_before_its_first_step(digits_dir, tmp_path):
+  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=10)
+  cluster = LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'))
+  try:
+    cluster.isolate()
+    cluster.start_task('ps-0')
+    cluster.start_task('worker-0')
+    cluster.command_line = trainer(flags + ['--batch_size=32'])  # only worker 1's start
+    cluster.start_task('worker-1')
+    statuses = {task.name: cluster.wait(task.name, WAIT_SECS) for task in cluster.tasks}
+    logs = {task.name: log_text(task) for task in cluster.tasks}
+  finally:
+    cluster.kill()
+  assert statuses == {'ps-0': 0, 'worker-0': 0, 'worker-1': 2}, logs
+  refused = logs['worker-1']
+  line, = error_lines(refused)
+  assert line.startswith('error: worker 1 does not train what the chief trains: '
+                         '--batch_size=32 here, --batch_size=16 on the chief (worker 0)')
+  assert steps(refused) == []  # refused before any step
+  assert 'Worker 1 leaves: failed (ConfigError), for good' in refused
+  chiefs = re.search(r'Settings every worker must share: digest (\w+)', logs['worker-0'])
+  assert line.endswith(', %s on the chief)' % chiefs.group(1)), line
+  assert max(steps(logs['worker-0'])) == 10
+  for name in ('ps-0', 'worker-0'):
+    assert_clean_log(logs[name], name)
