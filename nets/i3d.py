@@ -28,12 +28,9 @@ checkpoints, Mixed_5b/Branch_2's 3x3 conv is called Conv3d_0b_3x3 like in every 
 block; the checkpoint name maps (nets/i3d_checkpoints.py) translate the old name.
 """
 
-import contextlib
-
 from tf_compat import tf, slim
 from nets import batch_norm
 from nets.scopes import reentrant_variable_scope
-from nets.strided_filter_grad import strided_filter_gradient
 
 # The end points `i3d_base` can stop at, in graph order.
 BASE_ENDPOINTS = ('Conv3d_1a_7x7', 'MaxPool3d_2a_3x3', 'Conv3d_2b_1x1', 'Conv3d_2c_3x3',
@@ -129,11 +126,7 @@ def _layer(net, end_point, depth):
       return _mixed(net, MIXED_WIDTHS[end_point], depth)
   kind, width, kernel, stride = _STEM[end_point]
   if kind == 'conv':
-    # The strided stem conv takes its filter gradient by space-to-depth: TF's CPU
-    # kernel for that shape is pathologically slow (nets/strided_filter_grad.py).
-    gradient = strided_filter_gradient() if stride != 1 else contextlib.nullcontext()
-    with gradient:
-      return slim.conv3d(net, depth(width), kernel, stride=stride, scope=end_point)
+    return slim.conv3d(net, depth(width), kernel, stride=stride, scope=end_point)
   return slim.max_pool3d(net, kernel, stride=stride, scope=end_point)
 
 
