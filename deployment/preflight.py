@@ -158,6 +158,9 @@ def own_port_problem(task):
 def writable_dir_problems(path, flag):
   """[] when `path` is (or can be made) a directory that takes a file, else one line
   naming the flag, the path and the OS's reason."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    return ['%s=%s cannot be written: it is a file, not a directory; give a directory this '
+            'user can write' % (flag, path)]
   try:
     os.makedirs(path, exist_ok=True)
     handle, probe = tempfile.mkstemp(prefix='.preflight-', dir=path)
