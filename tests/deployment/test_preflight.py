@@ -8,34 +8,14 @@ import pytest
 
 from deployment import cluster, preflight
 from deployment.cluster import ClusterError, TaskSpec
+from tests.cluster_tasks import free_ports
 
 BAD_HOST = 'no-such-host.invalid'   # RFC 6761: .invalid never resolves.
-
-
-def free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  try:
-    for each in sockets:
-      each.bind(('127.0.0.1', 0))
-    return [each.getsockname()[1] for each in sockets]
-  finally:
-    for each in sockets:
-      each.close()
 
 
 def loopback_cluster(job_name='worker', task_index=0, workers=2):
   ports = ['127.0.0.1:%d' % port for port in free_ports(1 + workers)]
   return TaskSpec(tuple(ports[:1]), tuple(ports[1:]), job_name, task_index)
-
-
-@pytest.fixture
-def held():
-  """A listening socket on 127.0.0.1 holding a port, as a leftover task would."""
-  holder = socket.socket()
-  holder.bind(('127.0.0.1', 0))
-  holder.listen()
-  yield holder.getsockname()[1]
-  holder.close()
 
 
 def test_a_good_cluster_on_free_loopback_ports_passes(tmp_path):
@@ -48,12 +28,12 @@ def test_a_good_cluster_on_free_loopback_ports_passes(tmp_path):
   assert list((tmp_path / 'new' / 'train').iterdir()) == []
 
 
-def test_a_taken_port_names_the_port_and_the_task(held):
+def test_a_taken_port_names_the_port_and_the_task(held_port):
   good = loopback_cluster()
-  task = TaskSpec(good.ps_hosts, (good.worker_hosts[0], '127.0.0.1:%d' % held), 'worker', 1)
-  address = '127.0.0.1:%d' % held
+  task = TaskSpec(good.ps_hosts, (good.worker_hosts[0], '127.0.0.1:%d' % held_port), 'worker', 1)
+  address = '127.0.0.1:%d' % held_port
   line = ('port %d of worker 1 (%s) is already taken on this machine: another job or a '
-          'leftover task holds it; pick another port or stop it' % (held, address))
+          'leftover task holds it; pick another port or stop it' % (held_port, address))
   assert preflight.port_problems(task) == [line]
   assert preflight.own_port_problem(task) == line
   with pytest.raises(ClusterError) as raised:
@@ -61,13 +41,13 @@ def test_a_taken_port_names_the_port_and_the_task(held):
   assert str(raised.value) == line
 
 
-def test_a_port_listening_on_another_host_is_named(held, monkeypatch):
+def test_a_port_listening_on_another_host_is_named(held_port, monkeypatch):
   # 127.0.0.1 played as another host: is_local says no, so the check connects.
   monkeypatch.setattr(preflight, 'is_local', lambda ip: False)
-  task = TaskSpec(('127.0.0.1:%d' % held,), loopback_cluster().worker_hosts, 'ps', 0)
+  task = TaskSpec(('127.0.0.1:%d' % held_port,), loopback_cluster().worker_hosts, 'ps', 0)
   assert preflight.port_problems(task) == [
       'something already listens on 127.0.0.1:%d (ps 0): before launch no task may run '
-      'there; stop the leftover task or pick another port' % held]
+      'there; stop the leftover task or pick another port' % held_port]
 
 
 def test_a_host_that_does_not_resolve_is_named_with_its_task_and_flag():
