@@ -41,6 +41,7 @@ import time
 
 from absl import logging
 
+from deployment import preflight
 from tf_compat import tf
 
 __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
@@ -308,13 +309,24 @@ def device_filters(deploy_config):
           '%s/task:%d' % (deploy_config.worker_device, deploy_config.replica_id)]
 
 
-def start_server(task):
+def start_server(task, names_timeout_secs=0.0):
   """Starts this task's gRPC server; returns the `tf.distribute.Server`.
 
   TensorFlow binds every interface ('0.0.0.0', shown by `ss -ltn` as `*:port`) whatever
   host the cluster gives, and the runtime has no authentication: keep clusters on a
   private network (docs/cluster.md); `deployment.launch_local` isolates its tasks.
+  First every host name of the cluster must resolve, waited for up to
+  `names_timeout_secs` (0 = forever: a Kubernetes pod's name appears after it starts),
+  and this task's port must be free; else ClusterError, one line naming the task.
   """
+  unresolved = preflight.wait_for_names(task, names_timeout_secs)
+  if unresolved:
+    more = len(unresolved) - 1
+    raise ClusterError('%s%s' % (unresolved[0], ' (and %d more host(s) of the cluster)'
+                                 % more if more else ''))
+  taken = preflight.own_port_problem(task)
+  if taken:
+    raise ClusterError(taken)
   config = tf.ConfigProto(device_filters=(
       ['/job:ps/task:%d' % task.task_index] if task.is_ps else
       ['/job:ps', '/job:worker/task:%d' % task.task_index]),

@@ -9,6 +9,7 @@ defaults' minutes.
 import glob
 import os
 import re
+import socket
 import sys
 import time
 
@@ -41,6 +42,18 @@ def train_flags(dataset_dir, train_dir, dataset_name='digits', **overrides):
     else:
       flags.append('--%s=%s' % (name, value))
   return flags
+
+
+def free_ports(count):
+  """`count` distinct ports of 127.0.0.1 that were free a moment ago."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for each in sockets:
+      each.bind(('127.0.0.1', 0))
+    return [each.getsockname()[1] for each in sockets]
+  finally:
+    for each in sockets:
+      each.close()
 
 
 def trainer(flags):

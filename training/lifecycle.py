@@ -15,7 +15,9 @@ exit status:
     0    finished; or stopped by SIGTERM/SIGINT (the chief saved a checkpoint first); or a
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
-    2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent)
+    2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent); also
+         this task's port taken, or a host of the cluster that still does not resolve
+         after --startup_timeout_secs (deployment/preflight.py)
     3    damaged records: a shard that cannot be read (the line names it and the command
          that rebuilds it), or more videos with frames that do not decode than
          --max_damaged_fraction allows (a checkpoint was saved first); permanent
@@ -264,7 +266,11 @@ def _run(job, stop_event):
   if job.task is None:
     train(job.config, stop_event)
     return EXIT_OK
-  server = cluster.start_server(job.task)
+  try:
+    # Names may appear late (Kubernetes pods): waited for within the start-up budget.
+    server = cluster.start_server(job.task, job.config.startup_timeout_secs)
+  except cluster.ClusterError as error:
+    raise ConfigError(str(error)) from None
   logging.info('Cluster task: %s', job.task.describe())
   if job.task.is_ps:
     return _serve(job, server, stop_event)

@@ -39,6 +39,7 @@ ENTRIES = [
     (['-m', 'datasets.export_media_sequence'], MediaSequenceExport),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
+    (['-m', 'deployment.check_cluster'], TrainConfig),   # The trainer's flags.
     (['-m', 'training.doctor'], DoctorSettings),
     (['-m', 'training.doctor'], TrainConfig),   # The doctor takes the trainer's flags too.
 ]

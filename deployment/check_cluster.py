@@ -1,0 +1,45 @@
+r"""Checks a cluster before launch, from the submitting host, with the trainer's flags.
+
+    python -m deployment.check_cluster \
+        --flagfile=configs/cluster/ucf101_i3d_rgb_kinetics_10x8_64f_sync_10nodes.cfg \
+        --dataset_dir=/shared/data/ucf101_rgb_s1 --train_dir=/shared/runs/ucf101_rgb_s1
+
+Takes the same flags as train_image_classifier.py (and TF_CONFIG, --addressing) and runs
+the checks that need no running job: every host resolves, no port of the cluster is taken
+(free on this machine, nothing answering on the others), the dataset split has a shard
+file per worker, train_dir takes files. Prints `ok: ...` for each check that passes and
+one `error: ...` line per problem (docs/cluster.md, "Check before launch"). The work is
+in training/preflight_checks.py and deployment/preflight.py.
+Exit status (the table in core/errors.py): 0 every check passed, 2 a check failed or bad
+flags.
+"""
+
+import os
+
+import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+from absl import app, flags
+
+from core import errors
+from core.params import (config_from_flags, define_flags, parse_flags,
+                         reject_positional_arguments)
+from training.config import TrainConfig
+from training.preflight_checks import check_before_launch
+
+define_flags(TrainConfig)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if reject_positional_arguments(argv):
+    return errors.USAGE
+  results = check_before_launch(config_from_flags(TrainConfig, FLAGS), os.environ)
+  for passed, line in results:
+    if passed:
+      print('ok: %s' % line, flush=True)
+    else:
+      errors.print_error(line)
+  return errors.OK if all(passed for passed, _ in results) else errors.USAGE
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=parse_flags)

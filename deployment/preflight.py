@@ -1,0 +1,173 @@
+"""Checks that need no running job: the cluster's names resolve, its ports are free, a
+directory takes files.
+
+Each check takes a `deployment.cluster.TaskSpec`-like cluster (ps_hosts, worker_hosts of
+'host:port', and `source` for messages) and returns a list of one-line problems, empty when
+all is well. `start_server` runs the task's own checks before TensorFlow binds its port
+(TensorFlow's own refusal is a gRPC log line and "Could not start gRPC server");
+`python -m deployment.check_cluster` runs them all from the submitting host.
+
+A port is free when it can be bound as TensorFlow binds it: 0.0.0.0:port, with
+SO_REUSEADDR as gRPC sets it (a closed connection's TIME_WAIT does not hold the port).
+On Kubernetes a pod's DNS name appears a few seconds after the pod starts, so
+`wait_for_names` retries resolution instead of refusing at once. No TensorFlow here.
+"""
+
+import os
+import socket
+import tempfile
+import time
+
+from absl import logging
+
+__all__ = ['addresses', 'split_address', 'resolution_problems', 'wait_for_names',
+           'is_local', 'port_taken', 'port_problems', 'own_port_problem',
+           'writable_dir_problems']
+
+RETRY_SECS = 1.0
+
+
+def split_address(address):
+  """'host:port' or '[v6]:port' -> (host, port)."""
+  host, _, port = address.rpartition(':')
+  return host.strip('[]'), int(port)
+
+
+def _where(task, job):
+  """The flag (or environment) that gave the job's addresses, for messages."""
+  return '--%s_hosts' % job if task.source == 'flags' else task.source
+
+
+def addresses(task):
+  """[(job, index, 'host:port', where)] of every task of the cluster, ps first."""
+  return [(job, index, address, _where(task, job))
+          for job, hosts in (('ps', task.ps_hosts), ('worker', task.worker_hosts))
+          for index, address in enumerate(hosts)]
+
+
+def _resolve(host):
+  """The IP addresses of `host` (IPv4 first); raises OSError (socket.gaierror)."""
+  infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+  return sorted({info[4][0] for info in infos}, key=lambda ip: (':' in ip, ip))
+
+
+def _unresolved_line(job, index, address, where, error):
+  return ("%s %d's host %s does not resolve (%s): %s; give a name this machine's resolver "
+          "knows (DNS, /etc/hosts) or an IP address" % (
+              job, index, split_address(address)[0], where, error))
+
+
+def resolution_problems(task, only=None):
+  """A line for each address whose host does not resolve; `only`: the (job, index) pairs
+  to look at (default: all)."""
+  problems = []
+  for job, index, address, where in addresses(task):
+    if only is not None and (job, index) not in only:
+      continue
+    try:
+      _resolve(split_address(address)[0])
+    except OSError as error:
+      problems.append(_unresolved_line(job, index, address, where, error))
+  return problems
+
+
+def wait_for_names(task, timeout_secs, clock=time.monotonic, sleep=time.sleep):
+  """Retries `resolution_problems(task)` until none is left or `timeout_secs` (0 = forever)
+  have passed, logging once what it waits for; returns the problems left ([] = all
+  resolve)."""
+  deadline = clock() + timeout_secs if timeout_secs else None
+  problems = resolution_problems(task)
+  if problems:
+    logging.info('Waiting up to %s for %d host name(s) of the cluster to resolve (a pod\'s '
+                 'DNS name appears after it starts; --startup_timeout_secs): %s',
+                 '%g s' % timeout_secs if timeout_secs else 'forever', len(problems),
+                 problems[0])
+  while problems and (deadline is None or clock() < deadline):
+    sleep(RETRY_SECS if deadline is None else max(0.0, min(RETRY_SECS, deadline - clock())))
+    problems = resolution_problems(task)
+  return problems
+
+
+def is_local(ip):
+  """Whether `ip` belongs to this machine: loopback, or an address it can bind."""
+  if ip.startswith('127.') or ip == '::1':
+    return True
+  family = socket.AF_INET6 if ':' in ip else socket.AF_INET
+  with socket.socket(family, socket.SOCK_STREAM) as probe:
+    try:
+      probe.bind((ip, 0))
+    except OSError:
+      return False
+  return True
+
+
+def port_taken(port):
+  """The OSError that binding 0.0.0.0:port (as TensorFlow does) raises, or None if free."""
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+      probe.bind(('', port))
+    except OSError as error:
+      return error
+  return None
+
+
+def _taken_line(job, index, address):
+  return ('port %d of %s %d (%s) is already taken on this machine: another job or a '
+          'leftover task holds it; pick another port or stop it'
+          % (split_address(address)[1], job, index, address))
+
+
+def _listening(host, port, timeout_secs):
+  try:
+    with socket.create_connection((host, port), timeout=timeout_secs):
+      return True
+  except OSError:
+    return False
+
+
+def port_problems(task, connect_timeout_secs=1.0):
+  """A line for each address whose port is taken: bound on this machine (for addresses
+  of this machine), or answering a TCP connection (other hosts: before launch nothing of
+  the job may listen yet). Addresses that do not resolve are left to
+  resolution_problems."""
+  problems = []
+  for job, index, address, _ in addresses(task):
+    host, port = split_address(address)
+    try:
+      ips = _resolve(host)
+    except OSError:
+      continue
+    if any(is_local(ip) for ip in ips):
+      if port_taken(port):
+        problems.append(_taken_line(job, index, address))
+    elif _listening(host, port, connect_timeout_secs):
+      problems.append('something already listens on %s (%s %d): before launch no task may '
+                      'run there; stop the leftover task or pick another port'
+                      % (address, job, index))
+  return problems
+
+
+def own_port_problem(task):
+  """The line for this task's own port if it cannot be bound here, else None."""
+  if port_taken(split_address(task.address)[1]):
+    return _taken_line(task.job_name, task.task_index, task.address)
+  return None
+
+
+def writable_dir_problems(path, flag):
+  """[] when `path` is (or can be made) a directory that takes a file, else one line
+  naming the flag, the path and the OS's reason."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    return ['%s=%s cannot be written: it is a file, not a directory; give a directory this '
+            'user can write' % (flag, path)]
+  try:
+    os.makedirs(path, exist_ok=True)
+    handle, probe = tempfile.mkstemp(prefix='.preflight-', dir=path)
+    os.close(handle)
+    os.remove(probe)
+  except OSError as error:
+    return ['%s=%s cannot be written: %s%s; give a directory this user can write' % (
+        flag, path, error.strerror or error,
+        ' (%s)' % error.filename if error.filename and error.filename != path else '')]
+  return []

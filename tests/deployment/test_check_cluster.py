@@ -1,0 +1,78 @@
+"""`python -m deployment.check_cluster` with the trainer's flags: a good 2-worker cluster on
+digits passes with an `ok:` line per check (exit 0); a taken port and more workers than
+shard files are each one `error:` line naming them (exit 2). And a real trainer task whose
+port is taken exits 2 with exactly one error line, before TensorFlow's server starts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.cluster_tasks import ROOT, error_lines, free_ports, train_flags, trainer
+
+DIGITS_TRAIN_SHARDS = 4   # datasets/conversion/image_conversion.py writes digits so.
+
+
+def run(argv, timeout=300):
+  env = {k: v for k, v in os.environ.items() if k not in ('TF_CONFIG', 'PYTHONWARNINGS')}
+  env['PYTHONPATH'] = ROOT
+  return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                        timeout=timeout)
+
+
+def check(digits_dir, train_dir, worker_ports):
+  """check_cluster's command for 1 ps (on a free port) + workers at `worker_ports`."""
+  hosts = ['127.0.0.1:%d' % port for port in free_ports(1) + list(worker_ports)]
+  flags = train_flags(digits_dir, train_dir) + [
+      '--ps_hosts=%s' % hosts[0], '--worker_hosts=%s' % ','.join(hosts[1:])]
+  return [sys.executable, '-m', 'deployment.check_cluster'] + flags
+
+
+@pytest.mark.slow
+def test_a_good_cluster_passes_every_check(digits_dir, tmp_path):
+  argv = check(digits_dir, tmp_path / 'train', free_ports(2))
+  result = run(argv)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.splitlines()
+  assert len(lines) == 4 and all(line.startswith('ok: ') for line in lines), lines
+  assert 'every host of the 1 ps + 2 workers resolves' in lines[0]
+  assert 'a shard file for each of the 2 workers' in lines[2]
+  assert lines[3] == 'ok: --train_dir=%s takes files' % (tmp_path / 'train')
+  assert not error_lines(result.stderr)
+
+
+@pytest.mark.slow
+def test_a_taken_port_and_too_few_shards_are_each_one_error_line(digits_dir, tmp_path,
+                                                                 held_port):
+  workers = DIGITS_TRAIN_SHARDS + 1
+  ports = [held_port] + free_ports(workers - 1)
+  argv = check(digits_dir, tmp_path / 'train', ports)
+  result = run(argv)
+  assert result.returncode == 2, result.stderr[-3000:]
+  errors = error_lines(result.stderr)
+  assert len(errors) == 2, result.stderr[-3000:]
+  assert errors[0] == ('error: port %d of worker 0 (127.0.0.1:%d) is already taken on this '
+                       'machine: another job or a leftover task holds it; pick another '
+                       'port or stop it' % (held_port, held_port))
+  assert errors[1].startswith('error: --worker_replicas=%d: ' % workers)
+  assert 'has %d' % DIGITS_TRAIN_SHARDS in errors[1] and '--num_shards>=%d' % workers in errors[1]
+  # The checks that pass still say so.
+  passed = result.stdout.splitlines()
+  assert len(passed) == 2 and passed[0].startswith('ok: every host of the 1 ps + 5 workers')
+  assert passed[1] == 'ok: --train_dir=%s takes files' % (tmp_path / 'train')
+
+
+@pytest.mark.slow
+def test_a_trainer_task_whose_port_is_taken_exits_2_with_one_line(digits_dir, tmp_path, held_port):
+  ps, worker = free_ports(2)
+  flags = train_flags(digits_dir, tmp_path / 'train', startup_timeout_secs=5) + [
+      '--ps_hosts=127.0.0.1:%d' % ps,
+      '--worker_hosts=127.0.0.1:%d,127.0.0.1:%d' % (worker, held_port),
+      '--job_name=worker', '--task_index=1']
+  result = run(trainer(flags), timeout=120)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert error_lines(result.stderr) == [
+      'error: port %d of worker 1 (127.0.0.1:%d) is already taken on this machine: another '
+      'job or a leftover task holds it; pick another port or stop it' % (held_port, held_port)]
+  assert 'Could not start gRPC server' not in result.stderr   # Refused before TensorFlow.
