@@ -58,6 +58,11 @@ class ClusterError(ValueError):
   """A cluster description that cannot work; the message is one line."""
 
 
+class NamesUnresolved(ClusterError):
+  """Host names of the cluster still unresolved after the wait: a peer pod not yet
+  scheduled, or a wrong name. Retryable, unlike a mistake in the description."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
   """One task of a ps/worker cluster. Worker 0 is the chief."""
@@ -317,12 +322,13 @@ def start_server(task, names_timeout_secs=0.0):
   private network (docs/cluster.md); `deployment.launch_local` isolates its tasks.
   First every host name of the cluster must resolve, waited for up to
   `names_timeout_secs` (0 = forever: a Kubernetes pod's name appears after it starts),
-  and this task's port must be free; else ClusterError, one line naming the task.
+  else NamesUnresolved; and this task's port must be free, else ClusterError; one line
+  naming the task.
   """
   unresolved = preflight.wait_for_names(task, names_timeout_secs)
   if unresolved:
     more = len(unresolved) - 1
-    raise ClusterError('%s%s' % (unresolved[0], ' (and %d more host(s) of the cluster)'
+    raise NamesUnresolved('%s%s' % (unresolved[0], ' (and %d more host(s) of the cluster)'
                                  % more if more else ''))
   taken = preflight.own_port_problem(task)
   if taken:

@@ -16,8 +16,7 @@ exit status:
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
     2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent); also
-         this task's port taken, or a host of the cluster that still does not resolve
-         after --startup_timeout_secs (deployment/preflight.py)
+         this task's port taken (deployment/preflight.py)
     3    damaged records: a shard that cannot be read (the line names it and the command
          that rebuilds it), or more videos with frames that do not decode than
          --max_damaged_fraction allows (a checkpoint was saved first); permanent
@@ -25,7 +24,9 @@ exit status:
          the file, the reason and the last good checkpoint; temporary files removed
     138  the cluster failed around this task: a parameter server or peer died or does not
          answer, or a task never arrived (timeout). One line `error: ...`. Retryable:
-         restarted, a worker rejoins and the chief resumes (Kubeflow TFJob ExitCode policy
+         restarted, a worker rejoins and the chief resumes; also a host of the cluster
+         that still does not resolve after --startup_timeout_secs (a peer pod not yet
+         scheduled, or a wrong name) (Kubeflow TFJob ExitCode policy
          treats 138 as a user-defined retryable error)
 
 SIGTERM and SIGINT stop the task at the next step boundary (`StopSignals`); a second one
@@ -269,6 +270,10 @@ def _run(job, stop_event):
   try:
     # Names may appear late (Kubernetes pods): waited for within the start-up budget.
     server = cluster.start_server(job.task, job.config.startup_timeout_secs)
+  except cluster.NamesUnresolved as error:
+    # A peer pod not scheduled yet is worth a retry (138), as a task that never arrives.
+    errors.print_error(str(error))
+    return EXIT_CLUSTER_FAILURE
   except cluster.ClusterError as error:
     raise ConfigError(str(error)) from None
   logging.info('Cluster task: %s', job.task.describe())

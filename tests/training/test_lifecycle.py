@@ -88,3 +88,15 @@ def test_cluster_failure_message_names_the_task_and_the_cause():
   assert message.startswith('lost the cluster (UnavailableError from /job:ps/task:0 '
                             '(10.0.0.1:2222): /job:ps/replica:0/task:0: Socket closed)')
   assert '\n' not in message and 'docs/cluster.md' in message
+
+
+def test_a_host_that_never_resolves_is_a_retryable_cluster_failure(capsys):
+  """A peer pod not scheduled yet has no DNS name: after --startup_timeout_secs the task
+  ends with one line naming the host and 138 (retried), not 2 (a permanent mistake)."""
+  job = lifecycle.resolve_job(config(
+      ps_hosts=('no-such-host.invalid:2222',), worker_hosts=('127.0.0.1:2223',),
+      job_name='worker', startup_timeout_secs=0.5))
+  assert lifecycle.run_job(job) == lifecycle.EXIT_CLUSTER_FAILURE
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(
+      "error: ps 0's host no-such-host.invalid does not resolve"), lines
