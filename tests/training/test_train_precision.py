@@ -3,14 +3,14 @@ float32, checkpoints across precisions, an injected overflow, and the proof from
 first traced step that the compute ran in half precision.
 
 Every run of the comparison starts from one float32 checkpoint (90 float32 steps from a
-seeded initialization: test accuracy 0.906), reads the same seeded batches (2 clones
-of 16) and has no dropout, so the runs differ only in precision; each trains 40 steps
-(momentum, cosine from 0.01: float32 and bfloat16 reach 0.961). 60 warm steps, enough
-while a summary thread drew batches of its own at start, left float32 at 0.931 once the
-input was the steps' alone. Tolerance for "tracks the float32 loss
-curve": every step's total loss within 0.05 + 15% of float32's for float16 (10-bit
-mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of the 40 steps
-within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
+seeded initialization: 336 of the 360 test digits with oneDNN's kernels), reads the same
+seeded batches (2 clones of 16) and has no dropout, so the runs differ only in precision;
+each trains 100 steps (momentum, cosine from 0.02: float32 348, float16 349, bfloat16
+347). 40 steps from 0.01 left float32 at 346 with Eigen's kernels but 340 with oneDNN's:
+the test's own margin was the kernels' summation order. Tolerance for "tracks the
+float32 loss curve": each of the first 40 steps' total loss within 0.05 + 15% of float32's for
+float16 (10-bit mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of
+the 100 steps within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
 accuracy: >= 0.95 for all three, and within 2 of the 360 test digits of float32's.
 """
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 DT = {'float32': 1, 'float16': 19, 'bfloat16': 14}  # types.proto DataType enums
-WARM_STEPS, STEPS = 90, 40
+WARM_STEPS, STEPS, CURVE_STEPS = 90, 100, 40
 CURVE_TOLERANCE = {'float16': (0.05, 0.15), 'bfloat16': (0.1, 0.25)}  # (atol, rtol)
 
 
@@ -83,7 +83,7 @@ def runs(digits_dir, tmp_path_factory):
       record = spy_on_training(monkeypatch)
       result = train_module.train(_config(
           digits_dir, root / mixed_precision, max_number_of_steps=STEPS,
-          learning_rate=0.01, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
+          learning_rate=0.02, learning_rate_decay_type='cosine', end_learning_rate=1e-4,
           checkpoint_path=warm.checkpoint, mixed_precision=mixed_precision))
       record.checkpoint = result.checkpoint
       record.accuracy = _accuracy(digits_dir, result.checkpoint)
@@ -97,9 +97,12 @@ def test_half_precision_tracks_the_float32_loss_curve(runs, mixed_precision):
   losses = np.array(runs[mixed_precision].losses)
   assert len(losses) == len(reference) == STEPS
   atol, rtol = CURVE_TOLERANCE[mixed_precision]
-  np.testing.assert_allclose(losses, reference, atol=atol, rtol=rtol)
+  # Step by step over the first CURVE_STEPS: later, rounding differences have grown into
+  # other trajectories (seen at step 46 for float16), which the mean still compares.
+  np.testing.assert_allclose(losses[:CURVE_STEPS], reference[:CURVE_STEPS], atol=atol,
+                             rtol=rtol)
   assert abs(losses.mean() - reference.mean()) <= 0.1 * reference.mean()
-  # It learned (from 90 warm steps the loss starts low: seen 0.17 -> 0.09).
+  # It learned (from 90 warm steps the loss starts low).
   assert losses[-10:].mean() < losses[:10].mean()
 
 
