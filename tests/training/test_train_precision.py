@@ -7,11 +7,12 @@ seeded initialization: 336 of the 360 test digits with oneDNN's kernels), reads 
 seeded batches (2 clones of 16) and has no dropout, so the runs differ only in precision;
 each trains 100 steps (momentum, cosine from 0.02: float32 348, float16 349, bfloat16
 347). 40 steps from 0.01 left float32 at 346 with Eigen's kernels but 340 with oneDNN's:
-the test's own margin was the kernels' summation order. Tolerance for "tracks the
-float32 loss curve": each of the first 40 steps' total loss within 0.05 + 15% of float32's for
+the test's own margin was the kernels' summation order. Tolerance for "tracks the float32
+loss curve": each of the first 40 steps' total loss within 0.05 + 15% of float32's for
 float16 (10-bit mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of
-the 100 steps within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for bfloat16.) Test
-accuracy: >= 0.95 for all three, and within 2 of the 360 test digits of float32's.
+the 100 steps within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for
+bfloat16.) Test accuracy: >= 0.95 for all three, and within 2 of the 360 test digits of
+float32's.
 """
 
 import os
