@@ -1,10 +1,10 @@
 """The trainer reading its batches from a real tf.data service (tests/data_service.py: a
 dispatcher and data workers, each `python -m datasets.data_service`).
 
-  * faults, on one real `python train_image_classifier.py` run (LeNet on digits): a data
-    worker killed mid-run (training goes on, one line names it), the dispatcher killed and
-    restarted on its journal (training goes on), then every data worker gone (one
-    `error:` line and status 138 after --step_timeout_secs, not a hang);
+  * a single-process `python train_image_classifier.py` run (LeNet on digits) whose only
+    data worker is killed: one `error:` line and status 138 after --step_timeout_secs,
+    not a hang (a lost worker among others and a restarted dispatcher, in a cluster:
+    tests/deployment/test_launch_local_data_service.py);
   * damaged video frames skipped on the data workers reach the trainer's log (the video
     named once) and TensorBoard (the counts), as they do without the service.
 """
@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -61,30 +60,21 @@ def _steps_go_on(process, beyond):
   return _last_step(process)
 
 
-def test_training_survives_a_lost_worker_and_a_restarted_dispatcher_then_stops(
-    digits_dir, tmp_path):
-  with DataService(tmp_path / 'service', num_workers=2) as service:
+def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_dir, tmp_path):
+  """No cluster, so no parameter server to wait for: the watchdog is armed by the data
+  service alone (training.session_loop.supervised_train's input_state)."""
+  with DataService(tmp_path / 'service', num_workers=1) as service:
     trainer = _trainer(digits_dir, tmp_path, service.address)
     try:
-      step = _steps_go_on(trainer, 10)
+      _steps_go_on(trainer, 10)
       service.kill_worker(0)
-      wait_for(lambda: 'gone; training goes on with 1' in _text(trainer)
-               or trainer.poll() is not None, 120, 'the lost worker named')
-      step = _steps_go_on(trainer, step + 20)
-      service.restart_dispatcher()
-      wait_for(lambda: 'answers again' in _text(trainer) or trainer.poll() is not None, 120,
-               'the trainer to find the restarted dispatcher')
-      step = _steps_go_on(trainer, _last_step(trainer) + 20)
-      service.kill_worker(1)
       assert trainer.wait(timeout=180) == errors.CLUSTER
     finally:
       if trainer.poll() is None:
         trainer.kill()
   text = _text(trainer)
-  lost = [line for line in text.splitlines() if 'gone; training goes on with 1' in line]
-  assert len(lost) == 1 and service.workers[0].address in lost[0]
-  assert text.count('does not answer; training goes on') == 1
-  assert text.count('answers again; data workers: %s' % service.workers[1].address) == 1
+  gone = [line for line in text.splitlines() if 'gone; none is left' in line]
+  assert len(gone) <= 1  # Said at a progress line, if one came before the last batch.
   error_lines = [line for line in text.splitlines() if line.startswith('error:')]
   assert error_lines == [
       'error: no training step finished for 8 s (--step_timeout_secs): no input comes; '

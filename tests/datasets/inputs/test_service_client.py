@@ -7,7 +7,6 @@ The expected ids are read from the shards with tests/damaged_data.py's own reade
 import collections
 import glob
 import os
-import signal
 
 import pytest
 from google.protobuf import descriptor_pb2
