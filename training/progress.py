@@ -21,7 +21,9 @@ examples (per-clone batch x clones) over this worker's steps since the previous 
 multi-clone runs are compared in examples, not in steps, and asynchronous workers (whose
 global step also moves for others) count only their own work.
 
-In a cluster the chief follows each line with one about its workers, read from the
+With a tf.data service, a line follows when a data worker left or joined or the
+dispatcher stopped answering (service_client.DataWorkers). In a cluster the chief
+follows each line with one about its workers, read from the
 parameter servers' counters (deployment.worker_stats), and writes the same figures as
 cluster/worker_<i>/steps_per_sec and, synchronous, cluster/stale_gradients:
 
