@@ -27,7 +27,7 @@ from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
 from datasets import damaged_shards
-from datasets.inputs.service_client import DataWorkers
+from datasets.inputs.service_client import DataWorkers, naming_service_errors
 from training import cluster_agreement, optimization, precise_bn, run_record, summaries
 from training.cadence import Cadence
 from training.progress import ProgressStep
@@ -64,7 +64,8 @@ def _input_iterator(setup, skips):
   """One iterator of per-clone batches on the worker's CPU; each clone draws its own,
   timed inside the iterator (summaries.InputWait.timed).
 
-  Workers read disjoint shard files (InputSettings.shard_index = task).
+  Workers read disjoint shard files (InputSettings.shard_index = task), or with
+  --data_service_address the batches the tf.data service's data workers make.
   """
   with tf.device(setup.deploy_config.inputs_device()):
     dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
@@ -371,7 +372,8 @@ def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
       device_filters=cluster.device_filters(setup.deploy_config))
   if config.xla:
     session_config = xla.session_config(session_config)
-  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern):
+  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern), \
+      naming_service_errors(setup.input_settings.service):
     return supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,

@@ -17,14 +17,18 @@ of them whether it answers, so the trainer's log says when one leaves and its ti
 line when none is left.
 """
 
+import contextlib
 import dataclasses
+import re
 import socket
 
 import grpc
 
+from core.errors import ConfigError
 from tf_compat import tf
 
-__all__ = ['SHARDINGS', 'ServiceSettings', 'distribute', 'shard_hint', 'DataWorkers']
+__all__ = ['SHARDINGS', 'ServiceSettings', 'distribute', 'shard_hint', 'DataWorkers',
+           'naming_service_errors']
 
 SHARDINGS = ('dynamic', 'files')
 _GET_WORKERS = '/tensorflow.data.DispatcherService/GetWorkers'
@@ -60,6 +64,24 @@ def shard_hint(files, service):
     return files
   hint = tf.data.experimental.SHARD_HINT
   return files.shard(hint, hint)
+
+
+@contextlib.contextmanager
+def naming_service_errors(service):
+  """Around the session runs that read from `service` (a ServiceSettings or None): files
+  sharding refused by a dispatcher without a fixed list of data workers becomes one
+  ConfigError line (TensorFlow raises NotFoundError at the first step)."""
+  try:
+    yield
+  except tf.errors.NotFoundError as error:
+    refused = re.search(r'Worker (\S+) is not in the workers list', str(error))
+    if service is None or refused is None:
+      raise
+    raise ConfigError(
+        '--data_service_sharding=files: the dispatcher at %s has no fixed list of data '
+        'workers holding %s; start it with --worker_addresses=<each data worker\'s '
+        '--worker_address>, or use --data_service_sharding=dynamic'
+        % (service.address, refused.group(1))) from None
 
 
 def _varint(data, position):

@@ -4,7 +4,8 @@ dispatcher and data workers, each `python -m datasets.data_service`).
   * a single-process `python train_image_classifier.py` run (LeNet on digits) whose only
     data worker is killed: one `error:` line and status 138 after --step_timeout_secs,
     not a hang (a lost worker among others and a restarted dispatcher, in a cluster:
-    tests/deployment/test_launch_local_data_service.py);
+    tests/deployment/test_launch_local_data_service.py); before it, files sharding
+    against that dispatcher (no fixed worker list) is one ConfigError line;
   * damaged video frames skipped on the data workers reach the trainer's log (the video
     named once) and TensorBoard (the counts), as they do without the service.
 """
@@ -18,6 +19,7 @@ import sys
 import pytest
 
 from core import errors
+from core.errors import ConfigError
 from tests import damaged_data, video_testdata
 from tests.data_service import DataService, wait_for
 from tests.training.test_train_damaged_data import FLAGS as VIDEO_FLAGS, _scalars
@@ -64,6 +66,14 @@ def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_d
   """No cluster, so no parameter server to wait for: the watchdog is armed by the data
   service alone (training.session_loop.supervised_train's input_state)."""
   with DataService(tmp_path / 'service', num_workers=1) as service:
+    # Files sharding needs the dispatcher's fixed list of workers, which this one lacks.
+    with pytest.raises(ConfigError, match='--data_service_sharding=files: the dispatcher at '
+                       '%s has no fixed list of data workers holding %s' % (
+                           service.address, service.workers[0].address)):
+      train_module.train(TrainConfig(
+          dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+          clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
+          data_service_address=service.address, data_service_sharding='files'))
     trainer = _trainer(digits_dir, tmp_path, service.address)
     try:
       _steps_go_on(trainer, 10)
