@@ -31,7 +31,6 @@ C++ log, not ours), without the video's name.
 import threading
 
 import numpy as np
-
 from absl import logging
 
 from tf_compat import tf

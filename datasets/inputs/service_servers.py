@@ -4,8 +4,8 @@
     python -m datasets.data_service --role=worker --dispatcher_address=host:5050
 
 The dispatcher keeps a journal in --work_dir (fault-tolerant mode), so one restarted on the
-same port and work dir resumes its jobs and trainers carry on; it drops a data worker that
-has not sent a heartbeat for --worker_timeout_secs. A data worker registers with the
+same port and work dir resumes its jobs and trainers carry on; a data worker without a
+heartbeat for --worker_timeout_secs counts as missing. A data worker registers with the
 dispatcher and runs the part of a trainer's input pipeline the trainer sends (the graph of
 its tf.data pipeline: everything in it must be a TensorFlow op, no Python function). Both
 serve until SIGTERM or SIGINT. docs/data_service.md tells the whole story.
@@ -43,8 +43,8 @@ class ServerConfig:
       (), 'dispatcher: the fixed list of data workers (host:port, as each advertises it); '
       'needed only by trainers with --data_service_sharding=files.')
   worker_timeout_secs: float = param(
-      10.0, 'dispatcher: a data worker without a heartbeat for this long is dropped and '
-      'its share of the data goes to the others.')
+      10.0, 'dispatcher: a data worker without a heartbeat for this long counts as '
+      'missing (TensorFlow\'s worker_timeout_ms).')
   # Worker.
   dispatcher_address: str = param('', 'worker: the dispatcher, host:port.')
   worker_address: str = param('', 'worker: the address it advertises to trainers '

@@ -112,3 +112,5 @@ def test_damaged_frames_skipped_on_data_workers_reach_the_log_and_tensorboard(
   scalars = _scalars(tmp_path / 'train')
   assert scalars['input/damaged_videos'][-1][1] == 1
   assert scalars['input/skipped_clips'][-1][1] >= 1
+  # The input wait is timed on the draws from the service as on a local pipeline.
+  assert 0.0 <= scalars['input/wait_share'][-1][1] <= 1.0
