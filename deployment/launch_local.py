@@ -6,6 +6,11 @@ r"""Starts a whole parameter-server cluster on this host, one process per task.
         --model_name=lenet --train_dir=/tmp/lenet_cluster --sync_replicas \
         --replicas_to_aggregate=2 --max_number_of_steps=200
 
+With `--num_data_workers=N` a tf.data service comes first: a dispatcher (journal in
+<task_log_dir>/data_service) and N data workers, each `python -m datasets.data_service`,
+and every task also gets `--data_service_address` (docs/data_service.md). A data worker
+that ends is one line and the job goes on; a dispatcher that ends is restarted.
+
 Every task runs the command after `--` plus its place in the cluster (`--ps_hosts
 --worker_hosts --job_name --task_index`, or TF_CONFIG with `--addressing=tf_config`), on
 127.0.0.1 ports picked free, in this working directory and environment. Each task writes

@@ -14,11 +14,18 @@ tasks run in a private network namespace when this host allows one
 (`isolation='auto'`, see deployment/netns.py): their ports then exist only inside it. If
 it does not, the start-up line says that the ports are open on all interfaces.
 
+With `num_data_workers` N > 0 a tf.data service starts first beside them: a dispatcher
+(its journal in <log_dir>/data_service) and N data workers, each `python -m
+datasets.data_service` (a command: deployment imports no datasets), and the training tasks
+get `--data_service_address`. A data worker that ends is one line and training goes on
+(the trainer's watchdog ends a job left without any); a dispatcher that ends is restarted
+on its port and journal (up to MAX_DISPATCHER_RESTARTS times).
+
 `launch(config, command)` runs one job to its end: it forwards Ctrl-C and SIGTERM (workers
-first, then parameter servers, which would also leave on their own), stops every process
-it started when any task fails or when it ends, and returns the chief's status, or the
-status of the first task that failed (a failure is never reported as success). A second
-Ctrl-C kills at once.
+first, then parameter servers, which would also leave on their own, then the data
+service), stops every process it started when any training task fails or when it ends,
+and returns the chief's status, or the status of the first task that failed (a failure is
+never reported as success). A second Ctrl-C kills at once.
 """
 
 import ctypes
@@ -43,6 +50,10 @@ __all__ = ['LaunchConfig', 'launch', 'LocalCluster', 'Task', 'ADDRESSING_FLAGS']
 # TensorFlow's cluster flags (deployment/cluster.py reads them): the launcher appends them
 # to the command, so the command must not carry them itself.
 ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
+SERVICE_FLAG = 'data_service_address'  # Given to the training tasks with a data service.
+SERVICE_JOBS = ('dispatcher', 'data_worker')
+MAX_DISPATCHER_RESTARTS = 3
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # For `-m datasets...`.
 ISOLATIONS = ('auto', 'namespace', 'none')
 ADDRESSINGS = ('flags', 'tf_config')
 DEFAULT_LOG_DIR = os.path.join('runs', 'launch_local')
@@ -61,6 +72,11 @@ class LaunchConfig:
                           'command) or tf_config (the TF_CONFIG environment variable).')
   isolation: str = param('auto', 'auto: a private network namespace when possible; '
                          'namespace: required; none: ports on all interfaces.')
+  # Input service (docs/data_service.md).
+  num_data_workers: int = param(
+      0, 'tf.data service data workers started, with their dispatcher, before the tasks '
+      '(python -m datasets.data_service); the training tasks get --data_service_address '
+      'and read their input from them. 0 = none: each worker reads its own.')
   # Supervision.
   task_log_dir: Optional[str] = param(DEFAULT_LOG_DIR, 'Directory of the tasks\' logs, '
                                       '<job>-<index>.log each, appended to by a relaunch.')
@@ -97,11 +113,14 @@ class Task:
     return 128 - code if code is not None and code < 0 else code
 
 
-def _check(num_ps, num_workers, command, log_dir, isolation, addressing):
+def _check(num_ps, num_workers, command, log_dir, isolation, addressing, num_data_workers):
   """ConfigError (one line naming the flag) for settings no cluster can run with."""
   if num_ps < 1 or num_workers < 1:
     raise ConfigError('--num_ps=%d, --num_workers=%d: both must be >= 1'
                       % (num_ps, num_workers))
+  if num_data_workers < 0:
+    raise ConfigError('--num_data_workers=%d must be >= 0 (0: no tf.data service)'
+                      % num_data_workers)
   for flag, value, valid in (('isolation', isolation, ISOLATIONS),
                              ('addressing', addressing, ADDRESSINGS)):
     if value not in valid:
@@ -111,8 +130,8 @@ def _check(num_ps, num_workers, command, log_dir, isolation, addressing):
   if not command:
     raise ConfigError('no command to run: give the command every task runs after --, '
                       'e.g. -- python my_trainer.py --flag=value')
-  owned = [a for a in command[1:]
-           if a.startswith('-') and a.lstrip('-').split('=')[0] in ADDRESSING_FLAGS]
+  flags = ADDRESSING_FLAGS + ((SERVICE_FLAG,) if num_data_workers else ())
+  owned = [a for a in command[1:] if a.startswith('-') and a.lstrip('-').split('=')[0] in flags]
   if owned:
     raise ConfigError('the launcher sets the cluster flags; remove %s from the command'
                       % ', '.join(owned))
@@ -131,14 +150,15 @@ class LocalCluster:
     addressing: 'flags' or 'tf_config' (worker 0 becomes TF_CONFIG's chief).
     cpu_affinity: optional {task name: [cpu, ...]} ('worker-0': [0]).
     env: extra environment variables for every task.
+    num_data_workers: tf.data service data workers (and a dispatcher) started first.
 
   Raises:
     ConfigError: a setting no cluster can run with (the message names the flag).
   """
 
   def __init__(self, num_ps, num_workers, command, log_dir, isolation='auto',
-               addressing='flags', cpu_affinity=None, env=None):
-    _check(num_ps, num_workers, command, log_dir, isolation, addressing)
+               addressing='flags', cpu_affinity=None, env=None, num_data_workers=0):
+    _check(num_ps, num_workers, command, log_dir, isolation, addressing, num_data_workers)
     os.makedirs(log_dir, exist_ok=True)
     self.command_line = list(command)
     self.log_dir = log_dir
@@ -147,10 +167,14 @@ class LocalCluster:
     self.env = dict(env or {})
     self.network = None
     self.isolation_note = ''
+    service = ((('dispatcher', 1), ('data_worker', num_data_workers))
+               if num_data_workers else ())
+    # The data service first: the trainers find it up when they build their input.
     self.tasks = [Task(job, i, portpicker.pick_unused_port(),
                        os.path.join(log_dir, '%s-%d.log' % (job, i)))
-                  for job, count in (('ps', num_ps), ('worker', num_workers))
+                  for job, count in service + (('ps', num_ps), ('worker', num_workers))
                   for i in range(count)]
+    self._lost = set()  # Service tasks whose end was reported.
 
   def task(self, name):
     return next(t for t in self.tasks if t.name == name)
@@ -183,20 +207,43 @@ class LocalCluster:
     self.isolation_note = ('in a private network namespace (held by pid %d): the ports '
                            'are reachable only from inside it' % self.network.pid)
 
+  @property
+  def service_address(self):
+    """host:port of the tf.data service's dispatcher, or None without one."""
+    return next(iter(self.hosts('dispatcher')), None)
+
   def startup_line(self):
     ports = '; '.join('%s %s' % (job, ','.join(h.split(':')[1] for h in self.hosts(job)))
-                      for job in ('ps', 'worker'))
+                      for job in ('ps', 'worker') + SERVICE_JOBS if self.hosts(job))
     addressing = ('+ --ps_hosts --worker_hosts --job_name --task_index'
                   if self.addressing == 'flags' else 'with TF_CONFIG')
+    if self.service_address:
+      addressing += ' --%s=%s (a tf.data service dispatcher and %d data workers)' % (
+          SERVICE_FLAG, self.service_address, len(self.hosts('data_worker')))
     return ('launch_local: %d ps + %d workers on 127.0.0.1 (ports: %s), %s; each runs %s '
             '%s; logs: %s' % (
                 len(self.hosts('ps')), len(self.hosts('worker')), ports, self.isolation_note,
                 shlex.join(self.command_line), addressing,
                 os.path.join(self.log_dir, '<job>-<index>.log')))
 
+  def _service_command(self, task):
+    """`python -m datasets.data_service` for a dispatcher or data worker task."""
+    argv = [sys.executable, '-m', 'datasets.data_service', '--port=%d' % task.port]
+    if task.job == 'dispatcher':
+      return argv + ['--role=dispatcher',
+                     '--work_dir=' + os.path.join(os.path.abspath(self.log_dir), 'data_service')]
+    return argv + ['--role=worker', '--dispatcher_address=' + self.service_address,
+                   '--worker_address=127.0.0.1:%d' % task.port]
+
   def command(self, task):
-    """The argv of `task`: the command, plus its cluster flags unless TF_CONFIG."""
+    """The argv of `task`: the command, plus its cluster flags unless TF_CONFIG (and the
+    data service's address); a service task's own command."""
+    if task.job in SERVICE_JOBS:
+      argv = self._service_command(task)
+      return self.network.wrap(argv) if self.network else argv
     argv = list(self.command_line)
+    if self.service_address:
+      argv.append('--%s=%s' % (SERVICE_FLAG, self.service_address))
     if self.addressing == 'flags':
       argv += ['--ps_hosts=' + ','.join(self.hosts('ps')),
                '--worker_hosts=' + ','.join(self.hosts('worker')),
@@ -207,7 +254,9 @@ class LocalCluster:
     env = dict(os.environ)
     env.pop('TF_CONFIG', None)
     env.update(self.env)
-    if self.addressing == 'tf_config':
+    if task.job in SERVICE_JOBS:
+      env['PYTHONPATH'] = os.pathsep.join(filter(None, [_ROOT, env.get('PYTHONPATH')]))
+    elif self.addressing == 'tf_config':
       workers = self.hosts('worker')
       cluster = {'chief': workers[:1], 'worker': workers[1:], 'ps': self.hosts('ps')}
       kind, index = ((task.job, task.index) if task.job == 'ps' else
@@ -261,9 +310,13 @@ class LocalCluster:
     while any(t.returncode is None for t in tasks) and time.time() < deadline:
       time.sleep(0.1)
 
+  def training_tasks(self):
+    return [t for t in self.tasks if t.job not in SERVICE_JOBS]
+
   def stop(self, grace_secs=30.0):
-    """SIGTERM to workers, then to parameter servers, SIGKILL after `grace_secs` each."""
-    for job in ('worker', 'ps'):
+    """SIGTERM to workers, then to parameter servers, then to the data service's workers
+    and dispatcher; SIGKILL after `grace_secs` each."""
+    for job in ('worker', 'ps') + SERVICE_JOBS[::-1]:
       tasks = self.running(job)
       for task in tasks:
         task.process.send_signal(signal.SIGTERM)
@@ -292,7 +345,8 @@ class LocalCluster:
     `stop_requested()` is polled: when it turns true the cluster is stopped gracefully.
     """
     while True:
-      failed = [t for t in self.tasks if t.returncode not in (None, 0)]
+      self._watch_service()
+      failed = [t for t in self.training_tasks() if t.returncode not in (None, 0)]
       if failed:
         first = failed[0]
         print('launch_local: %s exited with status %d; stopping the cluster (log: %s)' % (
@@ -300,12 +354,14 @@ class LocalCluster:
         self.stop(grace_secs)
         return self.chief.returncode or first.returncode
       if self.chief.returncode == 0:
-        self._wait_all(self.tasks, grace_secs)
-        late = self.running()
+        self._wait_all(self.training_tasks(), grace_secs)
+        late = [t for t in self.running() if t.job not in SERVICE_JOBS]
         if late:
           print('launch_local: the chief finished; %s still running after %g s: killed' % (
               ', '.join(t.name for t in late), grace_secs), flush=True)
-        self.kill()
+        for task in late:
+          task.process.kill()
+        self.stop(grace_secs)  # The data service ends with the job.
         return 0
       if stop_requested():
         print('launch_local: stopping the cluster (SIGTERM to workers, then ps)', flush=True)
@@ -313,6 +369,23 @@ class LocalCluster:
         return self.chief.returncode or next(
             (t.returncode for t in self.tasks if t.returncode), 0)
       time.sleep(poll_secs)
+
+
+  def _watch_service(self):
+    """One line for each data service task that ended; training goes on without a data
+    worker, and a dispatcher is restarted (its journal resumes the jobs)."""
+    for task in self.tasks:
+      if task.job not in SERVICE_JOBS or task.returncode is None or task.name in self._lost:
+        continue
+      if task.job == 'dispatcher' and task.starts <= MAX_DISPATCHER_RESTARTS:
+        print('launch_local: the dispatcher exited with status %d; restarting it on port %d '
+              'with its journal (log: %s)' % (task.returncode, task.port, task.log_path),
+              flush=True)
+        self.start_task(task.name)
+        continue
+      self._lost.add(task.name)
+      print('launch_local: %s exited with status %d; training goes on without it (log: %s)'
+            % (task.name, task.returncode, task.log_path), flush=True)
 
 
 class _Signals:
@@ -347,7 +420,8 @@ def launch(config, command):
       the cluster flags itself, or --isolation=namespace where no namespace can be made.
   """
   cluster = LocalCluster(config.num_ps, config.num_workers, command, config.task_log_dir,
-                         isolation=config.isolation, addressing=config.addressing)
+                         isolation=config.isolation, addressing=config.addressing,
+                         num_data_workers=config.num_data_workers)
   signals = _Signals(cluster)
   try:
     cluster.start()

@@ -15,6 +15,7 @@ from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.media_sequence_export import MediaSequenceExport
 from datasets.conversion.record_migration import RecordMigration
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.inputs.service_servers import ServerConfig
 from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
@@ -28,6 +29,7 @@ TOOLS = {'datasets.convert_images': ImageConversion,
          'datasets.verify_records': VerifyConfig,
          'datasets.migrate_video_records': RecordMigration,
          'datasets.export_media_sequence': MediaSequenceExport,
+         'datasets.data_service': ServerConfig,
          'nets.inflate': InflateConfig,
          'deployment.launch_local': LaunchConfig,
          'deployment.check_cluster': TrainConfig}

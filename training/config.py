@@ -132,6 +132,15 @@ class TrainConfig:
       None, 'Dropout keep probability before the logits; unset = network default.')
   depth_multiplier: Optional[float] = param(
       None, 'Channel width multiplier (i3d); unset = network default (1.0).')
+  # Input service (docs/data_service.md).
+  data_service_address: str = param(
+      '', 'host:port of a tf.data service dispatcher (python -m datasets.data_service): its '
+      'data workers run the input pipeline (reading, decoding) and this trainer reads their '
+      'batches; unset = the pipeline runs in this process.')
+  data_service_sharding: str = param(
+      'dynamic', 'With --data_service_address: dynamic (every training video or image read '
+      'once per epoch across all data workers, and all trainers of the run) or files (each '
+      'data worker reads its own shard files; the dispatcher needs --worker_addresses).')
   # Fine-tuning.
   checkpoint_path: Optional[str] = param(
       None, 'Checkpoint (file or directory) to fine-tune from.')
@@ -172,8 +181,9 @@ class TrainConfig:
       600.0, 'A cluster task gives up (exit 138) when its session is not ready after this '
       'long (a missing chief or ps); 0 = wait forever.')
   step_timeout_secs: float = param(
-      600.0, 'A cluster worker gives up (exit 138) when no training step finishes for this '
-      'long (a missing worker or ps); 0 = wait forever.')
+      600.0, 'A cluster worker, or a trainer reading from a tf.data service, gives up (exit '
+      '138) when no training step finishes for this long (a missing worker or ps, no data '
+      'worker left); 0 = wait forever.')
   stop_grace_secs: float = param(
       30.0, 'On SIGTERM/SIGINT: how long a blocked step may take to end; parameter servers '
       'wait this long for the workers to leave.')

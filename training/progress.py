@@ -21,7 +21,9 @@ examples (per-clone batch x clones) over this worker's steps since the previous 
 multi-clone runs are compared in examples, not in steps, and asynchronous workers (whose
 global step also moves for others) count only their own work.
 
-In a cluster the chief follows each line with one about its workers, read from the
+With a tf.data service, a line follows when a data worker left or joined or the
+dispatcher stopped answering (service_client.DataWorkers). In a cluster the chief
+follows each line with one about its workers, read from the
 parameter servers' counters (deployment.worker_stats), and writes the same figures as
 cluster/worker_<i>/steps_per_sec and, synchronous, cluster/stale_gradients:
 
@@ -47,7 +49,7 @@ class ProgressStep:
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
                worker_stats=None, cluster=None, scalars=(), skips=None, summary_op=None,
-               summary_cadence=None):
+               summary_cadence=None, data_workers=None):
     """
     Args:
       examples_per_step: examples this worker processes per step (batch x clones).
@@ -74,8 +76,9 @@ class ProgressStep:
         (`stopped_for_damage` is then True).
       summary_op: optional summary op, fetched with train_op (the step's own batch) when
         there is a writer and `summary_cadence` (training.cadence.Cadence) is due.
+      data_workers: optional service_client.DataWorkers: a line when one left or joined.
     """
-    self._summary_op = summary_op
+    self._summary_op, self._data_workers = summary_op, data_workers
     self._summary_cadence = summary_cadence
     self._skips = skips
     self.stopped_for_damage = False
@@ -194,6 +197,8 @@ class ProgressStep:
       if line:
         logging.info('%s', line)
     summaries.write_scalars(summary_writer, step, scalars)
+    for line in self._data_workers.changes() if self._data_workers else ():
+      logging.warning('%s', line)
     self._last_time, self._steps_since_log, self._last_logged_step = now, 0, step
 
   def _update_input_wait(self):

@@ -21,8 +21,9 @@ the edges (tensorflow#7970, #5022, #11753, #13779; models#6566):
     from them instead of restoring an older checkpoint over it (global_step never goes
     back; a synchronous job skips the step in flight, deployment.sync_replicas); with
     fresh parameter servers it restores the last checkpoint as before.
-  * In a cluster a `Watchdog` ends a task that waits too long (a missing or dead task)
-    with one line and exit status 138, and unblocks a stopping task stuck in a step.
+  * In a cluster, or reading from a tf.data service, a `Watchdog` ends a task that waits
+    too long (a missing or dead task, no data worker left) with one line and exit status
+    138, and unblocks a stopping task stuck in a step.
 """
 
 import collections
@@ -252,7 +253,8 @@ def _supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeou
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
-                     finish_fn=None, before_steps=None, absent_tasks=None):
+                     finish_fn=None, before_steps=None, absent_tasks=None,
+                     input_state=None):
   """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
@@ -263,10 +265,10 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   the global step moved, before the final save (precise batch norm); `beat()` re-arms
   the watchdog. `before_steps(sess)`: run once the session is ready, before the first
   step, under the start-up timeout (training.cluster_agreement's check of the chief's
-  settings). The Watchdog is armed only in a cluster (`master` set); its time-out line
-  names the tasks `absent_tasks()` finds (deployment.cluster.absent_tasks). `worker_stats`:
-  optional deployment.worker_stats.WorkerStats. -> True when training ran to its end
-  (steps or inputs), False when `stop_event` ended it."""
+  settings). The Watchdog is armed in a cluster (`master` set) or with `input_state` (->
+  '' or '; why no input comes'); its time-out line names the tasks `absent_tasks()` finds
+  (deployment.cluster.absent_tasks). `worker_stats`: optional WorkerStats. -> True when
+  training ran to its end (steps or inputs), False when `stop_event` ended it."""
   with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
@@ -277,7 +279,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
     saves = CheckpointSaves(sv.saver, logdir, global_step,
                             Cadence(save_interval_steps, save_interval_secs))
   watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None,
-                       absent_tasks=absent_tasks) if master else None)
+                       absent_tasks=absent_tasks, input_state=input_state)
+              if master or input_state else None)
   with watchdog or contextlib.nullcontext():
     # The watchdog owns the start-up timeout (it also covers a session creation that
     # waits for a missing parameter server, which max_wait_secs does not).
@@ -344,8 +347,9 @@ class Watchdog:
   POLL_SECS = 0.2
 
   def __init__(self, timeouts, stop_event, is_chief, sync, exit_fn=flush_and_exit,
-               clock=time.monotonic, absent_tasks=None):
+               clock=time.monotonic, absent_tasks=None, input_state=None):
     self._timeouts = timeouts
+    self._input_state = input_state
     self._absent_tasks = absent_tasks
     self._stop_event = stop_event
     self._is_chief = is_chief
@@ -454,6 +458,10 @@ class Watchdog:
              'does not answer')
       return ('the training session was not ready after %g s (--startup_timeout_secs): '
               '%s%s; start the missing task (docs/cluster.md)' % (limit, who, missing))
+    inputs = self._input_state() if self._input_state and phase == 'training' else ''
+    if inputs:
+      return ('no training step finished for %g s (--step_timeout_secs): no input comes%s%s'
+              % (limit, inputs, missing))
     if phase == 'finishing':
       return ('the end of training (final checkpoint, shutdown) did not finish within %g s '
               '(--step_timeout_secs): a parameter server does not answer%s' % (limit, missing))

@@ -7,12 +7,13 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 
 import dataclasses
 import inspect
+import os
 
 from checkpoints import paths, restore
 from core.errors import require
 from core.params import ConfigError
 from datasets import index_check
-from datasets.inputs import record_files
+from datasets.inputs import record_files, service_client
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy, precision
 from deployment.gpu_options import check_gpu_options
@@ -159,6 +160,26 @@ def _check_input_flags(config, kind):
              % config.preprocessing_name)
 
 
+def _service_settings(config):
+  """The tf.data service the input comes from (--data_service_*), or None."""
+  require(config.data_service_sharding in service_client.SHARDINGS,
+          '--data_service_sharding=%r must be one of %s' % (
+              config.data_service_sharding, ', '.join(service_client.SHARDINGS)))
+  if not config.data_service_address:
+    require(config.data_service_sharding == 'dynamic', '--data_service_sharding=%s needs '
+            '--data_service_address (host:port of the dispatcher)'
+            % config.data_service_sharding)
+    return None
+  host, _, port = config.data_service_address.rpartition(':')
+  require(host and port.isdigit() and 0 < int(port) < 65536, '--data_service_address=%r '
+          'must be host:port (the dispatcher of python -m datasets.data_service)'
+          % config.data_service_address)
+  # One job per run: a cluster's trainers (and a restarted one) share its stream.
+  return service_client.ServiceSettings(
+      config.data_service_address, config.data_service_sharding,
+      'train ' + os.path.abspath(config.train_dir))
+
+
 def _input_settings(config, spec, kind):
   """InputSettings of one clone's training batches, from the flags and the network."""
   image_size = (spec.default_image_size if config.train_image_size is None
@@ -169,10 +190,13 @@ def _input_settings(config, spec, kind):
     clip_frames = (spec.default_num_frames if config.clip_frames is None
                    else config.clip_frames)
     require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
+  service = _service_settings(config)
   return InputSettings(
       batch_size=config.batch_size, image_size=image_size, num_readers=config.num_readers,
       num_parallel_calls=config.num_preprocessing_threads,
-      num_shards=config.worker_replicas, shard_index=config.task,
+      # With the service, the data workers shard; every trainer builds the same pipeline.
+      num_shards=1 if service else config.worker_replicas,
+      shard_index=0 if service else config.task, service=service,
       labels_offset=config.labels_offset,
       preprocessing_name=((config.preprocessing_name or spec.preprocessing_name)
                           if kind == names.IMAGE else None),
@@ -250,9 +274,12 @@ def _checkpoint_name_map(spec, dataset, checkpoint_file):
 
 def _check_input_files(config, dataset):
   """Every worker reads its own shard files (record_files.input_files): a split with
-  fewer files than workers is refused here, in one line, not inside graph building."""
+  fewer files than workers is refused here, in one line, not inside graph building. With
+  a tf.data service its data workers share the files out instead."""
+  served = bool(config.data_service_address)
   try:
-    record_files.input_files(dataset, config.worker_replicas, config.task)
+    record_files.input_files(dataset, 1 if served else config.worker_replicas,
+                             0 if served else config.task)
   except ValueError as error:
     raise ConfigError('--worker_replicas=%d: %s' % (config.worker_replicas, error)) from None
 

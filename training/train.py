@@ -27,6 +27,7 @@ from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
 from datasets import damaged_shards
+from datasets.inputs.service_client import DataWorkers, naming_service_errors
 from training import cluster_agreement, optimization, precise_bn, run_record, summaries
 from training.cadence import Cadence
 from training.progress import ProgressStep
@@ -49,7 +50,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
                    'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
-                   'skips', 'precise_bn', 'agreement'])
+                   'skips', 'precise_bn', 'agreement', 'data_workers'])
 
 
 def _skip_counter(config, setup):
@@ -63,7 +64,8 @@ def _input_iterator(setup, skips):
   """One iterator of per-clone batches on the worker's CPU; each clone draws its own,
   timed inside the iterator (summaries.InputWait.timed).
 
-  Workers read disjoint shard files (InputSettings.shard_index = task).
+  Workers read disjoint shard files (InputSettings.shard_index = task), or with
+  --data_service_address the batches the tf.data service's data workers make.
   """
   with tf.device(setup.deploy_config.inputs_device()):
     dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
@@ -239,7 +241,23 @@ def build_training_graph(config, setup):
   return TrainGraph(train_op, summary_op, global_step, optimizer,
                     _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
                     stats, _progress_scalars(loss_scale), skips, precise,
-                    _agreement(config, setup))
+                    _agreement(config, setup), _data_workers(setup))
+
+
+def _data_workers(setup):
+  """The tf.data service's data workers as the dispatcher lists them, or None (local
+  input); the start-up line names them."""
+  service = setup.input_settings.service
+  if service is None:
+    return None
+  workers = DataWorkers(service.address)
+  listed = workers.list()
+  logging.info('Input: batches from the tf.data service at %s (%s sharding, job %r); data '
+               'workers: %s', service.address, service.sharding, service.job_name,
+               'the dispatcher does not answer' if listed is None
+               else ', '.join(listed) or 'none yet')
+  workers.changes()  # What later lines compare with.
+  return workers
 
 
 def _log_startup(config, setup):
@@ -354,7 +372,8 @@ def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
       device_filters=cluster.device_filters(setup.deploy_config))
   if config.xla:
     session_config = xla.session_config(session_config)
-  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern):
+  with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern), \
+      naming_service_errors(setup.input_settings.service):
     return supervised_train(
         graph.train_op, config.train_dir, step_fn, master=config.master,
         is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
@@ -365,7 +384,8 @@ def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
         stop_event=stop_event, worker_stats=graph.worker_stats,
         finish_fn=_finish_fn(graph, step_fn),
         before_steps=graph.agreement.settle if graph.agreement else None,
-        absent_tasks=absent_tasks)
+        absent_tasks=absent_tasks,
+        input_state=graph.data_workers.describe if graph.data_workers else None)
 
 
 def train(config, stop_event=None, absent_tasks=None):
@@ -395,7 +415,8 @@ def train(config, stop_event=None, absent_tasks=None):
                            cluster=_cluster_progress(config, graph.worker_stats),
                            skips=graph.skips, summary_op=graph.summary_op,
                            summary_cadence=Cadence(setup.save_summaries_steps,
-                                                   config.save_summaries_secs))
+                                                   config.save_summaries_secs),
+                           data_workers=graph.data_workers)
     finished = _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:

@@ -53,7 +53,9 @@ chosen frame is decoded on its own, with a flag. Training drops a clip that need
 frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
 None: one without a limit). Evaluation fails with an error naming the video and its
 shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
-which frames of the video did not decode (they are zeros in its clips).
+which frames of the video did not decode (they are zeros in its clips). Training for the
+tf.data service (`service`, the trainer's ServiceSettings) runs no Python: each element
+ends with the reports of the clips dropped before it (damaged_frames.carry_damaged).
 """
 
 from datasets.inputs import clip_reader, damaged_frames, record_files
@@ -65,7 +67,7 @@ _START, _OFFSET_Y, _OFFSET_X, _FLIP = range(4)
 
 
 def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_training,
-                       modality=None, num_readers=4, num_parallel_calls=4,
+                       modality=None, num_readers=4, num_parallel_calls=4, service=None,
                        shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
                        num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
                        eval_clips=None, prefetch_batches=2, deferred=False, skips=None,
@@ -96,7 +98,7 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     repeat_first_frame: ablation: every frame of a clip is its first (appearance, no motion).
     deferred: emit uint8 clips (0..255), unflipped, with each training clip's flip bit;
       `finish_clips` on the consumer's device gives exactly deferred=False's float32 clips.
-    skips, report_damaged: frames that do not decode, see the module docstring.
+    skips, report_damaged, service: frames that do not decode, see the module docstring.
 
   Returns:
     tf.data.Dataset of
@@ -115,34 +117,36 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
   eval_frames, eval_clips = _resolve_eval_sampling(is_training, eval_frames, eval_clips)
   record_files.check_arguments(split, num_epochs, num_shards, shard_index, labels_offset)
   records = _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
-                     num_shards, shard_index)
+                     num_shards, shard_index, service)
   sample = (_training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                               repeat_first_frame, random_flip) if is_training else
             _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
                           eval_clips, deferred, repeat_first_frame, report_damaged))
-  dataset = _mapped(records, sample, num_parallel_calls, is_training, skips)
+  dataset = _mapped(records, sample, num_parallel_calls, is_training, skips, service)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or seed is not None))
 
 
-def _mapped(records, sample, num_parallel_calls, is_training, skips):
+def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
   """records mapped by `sample`; training drops the clips whose frames did not all decode
-  (each told to `skips`)."""
+  (each told to `skips`, or carried on in the elements for the tf.data service)."""
   dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
   if not is_training:
     return dataset
+  if service is not None:
+    return damaged_frames.carry_damaged(dataset)
   return damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
 
 
 def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
-             num_shards, shard_index):
+             num_shards, shard_index, service):
   """This shard's videos, (shard path, serialized index entry) each, repeated: when
   training num_epochs times (None: forever), each paired with an int64 key of
   `Dataset.random(seed)` for its random choices; when evaluating num_epochs times or once."""
   files = record_files.input_files(split, num_shards, shard_index)
   records = clip_reader.video_entries(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed)
+                                      seed, service)
   if not is_training:
     return records.repeat(num_epochs or 1)
   return tf.data.Dataset.zip((records.repeat(num_epochs), tf.data.Dataset.random(seed=seed)))

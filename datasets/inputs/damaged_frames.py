@@ -13,6 +13,11 @@ frame, in the same map call that still holds the video's id and shard file.
   decode_or_blank(value, fn, ..) the same for one value (a whole image, any size)
   skip_damaged(dataset, skips)   training: drops the clips whose frames did not all
                                  decode, each reported to `skips` (a SkipCounter)
+  carry_damaged(dataset)         the same for a pipeline the tf.data service runs (no
+                                 Python in it): each kept clip carries, as a string, the
+                                 reports of the clips dropped before it; after the
+                                 batches reach the trainer, record_carried(dataset, skips)
+                                 tells `skips` and removes them
   damage_reason(...)             evaluation: '' for a clip that decoded, else one line
                                  saying which frames did not, and in which shard
 
@@ -25,12 +30,13 @@ C++ log, not ours), without the video's name.
 
 import threading
 
+import numpy as np
 from absl import logging
 
 from tf_compat import tf
 
-__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'damage_reason', 'SkipCounter',
-           'EXTRA_ITEMS']
+__all__ = ['map_checked', 'decode_or_blank', 'skip_damaged', 'carry_damaged',
+           'record_carried', 'damage_reason', 'SkipCounter', 'EXTRA_ITEMS']
 
 # Items a training map function appends to its element for skip_damaged:
 # video id (string), shard file (string), undecoded frame indices (int32 [n]),
@@ -103,6 +109,55 @@ def skip_damaged(dataset, skips):
   return dataset.filter(decoded).map(lambda *element: element[:-EXTRA_ITEMS])
 
 
+def _report_line(video_id, file_name, undecoded, num_frames):
+  """'video_id\tshard\t3,4\t14\n': one dropped clip, as SkipCounter.record_carried reads it."""
+  frames = tf.strings.reduce_join(tf.strings.as_string(undecoded), separator=',')
+  return tf.strings.join([video_id, file_name, frames, tf.strings.as_string(num_frames)],
+                         separator='\t') + '\n'
+
+
+def carry_damaged(dataset):
+  """skip_damaged for a pipeline the tf.data service runs: drops each element whose frames
+  did not all decode, and carries their reports on in the next element kept.
+
+  A data worker runs only TensorFlow ops and its log is not the trainer's, so a dropped
+  clip cannot call a SkipCounter there: a `scan` keeps the report lines of the clips
+  dropped since the last element kept, and that element takes them along.
+
+  Args:
+    dataset: elements (..., video_id, shard file, undecoded int32 [n], num_frames), as for
+      skip_damaged.
+
+  Returns:
+    The dataset of the elements that decoded, each (..., reports string []): '' or one
+    line per clip dropped just before it (record_carried reads them on the trainer).
+  """
+
+  def step(pending, element):
+    video_id, file_name, undecoded, num_frames = element[-EXTRA_ITEMS:]
+    damaged = tf.size(undecoded) > 0
+    line = _report_line(video_id, file_name, undecoded, num_frames)
+    carried = tf.where(damaged, tf.constant(''), pending)
+    pending = tf.where(damaged, tf.strings.join([pending, line]), tf.constant(''))
+    return pending, element[:-EXTRA_ITEMS] + (carried, damaged)
+
+  kept = dataset.scan(tf.constant(''), step).filter(lambda *element: not element[-1])
+  return kept.map(lambda *element: element[:-1])
+
+
+def record_carried(dataset, skips):
+  """On the trainer: batches (..., reports string [batch]) of carry_damaged -> the same
+  without the reports, each reported clip told to `skips` (a SkipCounter) as the batch is
+  drawn."""
+
+  def told(*element):
+    record = tf.numpy_function(skips.record_carried, [element[-1]], tf.int64, stateful=True)
+    with tf.control_dependencies([record]):
+      return tuple(tf.identity(item) for item in element[:-1])
+
+  return dataset.map(told)
+
+
 def damage_reason(undecoded, num_frames, file_name):
   """Evaluation: string scalar, '' when `undecoded` (int32 [n]) is empty, else e.g.
   'frames 3, 4 of 14 do not decode (shard /data/x/test-00000-of-00002)'."""
@@ -153,6 +208,18 @@ class SkipCounter:
           int(num_frames), 'es' if len(frames) == 1 else '',
           'it' if len(frames) == 1 else 'them')
     return False
+
+  def record_carried(self, reports):
+    """Records every clip in `reports` (bytes [batch] of carry_damaged's lines, most ''):
+    -> int64, the clips recorded."""
+    count = 0
+    for report in reports:
+      for line in _text(report).splitlines():
+        video_id, file_name, frames, num_frames = line.split('\t')
+        self.record(video_id, file_name, [int(f) for f in frames.split(',')],
+                    int(num_frames))
+        count += 1
+    return np.int64(count)
 
   @property
   def skipped_clips(self):

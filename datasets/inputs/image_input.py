@@ -19,7 +19,7 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
                         num_readers=4, num_preprocessing_threads=4, shuffle_buffer_size=1000,
                         num_epochs=None, drop_remainder=True, seed=None, num_shards=1,
                         shard_index=0, labels_offset=0, prefetch_batches=2,
-                        report_damaged=False):
+                        report_damaged=False, service=None):
   """Builds the dataset of (images, labels) batches of one split.
 
   Pipeline: shard files (a disjoint subset per shard_index) -> shuffled file order when
@@ -46,7 +46,7 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
     report_damaged: evaluation: each element ends with where string [batch] ('record N of
       <shard file>') and damage string [batch] ('' or why the image could not be used: it
       does not decode; its image is then a blank one). Without it such an image fails
-      the pipeline.
+      the pipeline. service: ServiceSettings when the tf.data service runs it, or None.
 
   Returns:
     tf.data.Dataset of (images float32 [batch, image_size, image_size, C],
@@ -68,7 +68,7 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
     return preprocess(image, image_size, image_size), label - labels_offset, where, damage
 
   dataset = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed, with_origin=report_damaged)
+                                      seed, with_origin=report_damaged, service=service)
   dataset = dataset.repeat(num_epochs)
   dataset = dataset.map(parse_and_preprocess, num_parallel_calls=num_preprocessing_threads)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)

@@ -10,6 +10,8 @@ An input has four steps, and a counter of what it skips, so the trainer needs no
             (CPU): what it yields is the input's own business (images and labels; or uint8
             clips, labels and a flip bit per clip); `skips`, a damaged_frames.SkipCounter,
             hears of every example skipped because it does not decode (clips: a frame);
+            with `settings.service` the pipeline runs on the tf.data service's data
+            workers (service_client) and only what reads it is built here;
   finish    what runs on the clone's device, once per batch drawn: images pass through;
             clips are cast, scaled to [-1, 1] and mirrored there (`clip_input.finish_clips`),
             so the input CPU only decodes. Returns (float32 inputs, int labels);
@@ -30,7 +32,8 @@ import dataclasses
 from typing import Optional
 
 from datasets import dataset_split
-from datasets.inputs import clip_input, damaged_frames, image_input, label_strip
+from datasets.inputs import (clip_input, damaged_frames, image_input, label_strip,
+                             service_client)
 from tf_compat import tf
 
 __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
@@ -57,6 +60,9 @@ class InputSettings:
     clip_frames: clips: frames per training clip.
     random_flip: clips: mirror half of the clips (and negate flow's u).
     repeat_first_frame: clips: every frame replaced by the clip's first (no motion).
+    service: a service_client.ServiceSettings: the tf.data service's data workers run
+      the pipeline and the clone reads their batches (num_shards 1: the service shards);
+      None: the pipeline runs here.
   """
   batch_size: int
   image_size: int
@@ -69,6 +75,7 @@ class InputSettings:
   clip_frames: Optional[int] = None
   random_flip: bool = True
   repeat_first_frame: bool = False
+  service: Optional[service_client.ServiceSettings] = None
 
 
 class ImageInput:
@@ -81,13 +88,16 @@ class ImageInput:
     return None
 
   def dataset(self, split, settings, skips=None):  # pylint: disable=unused-argument
-    return image_input.build_image_dataset(
+    dataset = image_input.build_image_dataset(
         split, batch_size=settings.batch_size, image_size=settings.image_size,
         preprocessing_name=settings.preprocessing_name, is_training=True,
         num_readers=settings.num_readers,
         num_preprocessing_threads=settings.num_parallel_calls,
         num_shards=settings.num_shards, shard_index=settings.shard_index,
-        labels_offset=settings.labels_offset)
+        labels_offset=settings.labels_offset, service=settings.service)
+    if settings.service is None:
+      return dataset
+    return service_client.distribute(dataset, settings.service)
 
   def finish(self, batch, split):  # pylint: disable=unused-argument
     images, labels = batch
@@ -113,13 +123,18 @@ class ClipInput:
     return damaged_frames.SkipCounter(limit)
 
   def dataset(self, split, settings, skips=None):
-    return clip_input.build_clip_dataset(
+    dataset = clip_input.build_clip_dataset(
         split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
         crop_size=settings.image_size, is_training=True, num_readers=settings.num_readers,
         num_parallel_calls=settings.num_parallel_calls, num_shards=settings.num_shards,
         shard_index=settings.shard_index, labels_offset=settings.labels_offset,
         deferred=True, repeat_first_frame=settings.repeat_first_frame,
-        random_flip=settings.random_flip, skips=skips)
+        random_flip=settings.random_flip, skips=skips, service=settings.service)
+    if settings.service is None:
+      return dataset
+    # The data workers carry the damaged clips' reports; the trainer's counter hears them.
+    return damaged_frames.record_carried(service_client.distribute(dataset, settings.service),
+                                         skips or damaged_frames.SkipCounter())
 
   def finish(self, batch, split):
     clips, labels, flips = batch

@@ -2,6 +2,7 @@
 a split (a disjoint subset per cluster worker), the record reader and the tf.data options.
 """
 
+from datasets.inputs import service_client
 from tf_compat import tf
 
 
@@ -38,13 +39,14 @@ def input_files(split, num_shards, shard_index):
 
 
 def read_records(files, is_training, num_readers, shuffle_buffer_size, seed,
-                 with_origin=False, reader=tf.data.TFRecordDataset):
+                 with_origin=False, reader=tf.data.TFRecordDataset, service=None):
   """Serialized records of `files`: parallel interleave of TFRecord readers, file order
   and records shuffled when training. with_origin: each element is (record, the path of
   its file, its number in the file from 0), so what is wrong with a record can name it.
   `reader`: file path -> dataset of its elements (the video input reads each shard's index
-  this way)."""
-  dataset = tf.data.Dataset.from_tensor_slices(files)
+  this way). `service`: the trainer's ServiceSettings when the tf.data service runs the
+  pipeline (its files sharding keeps each data worker to its own files), or None."""
+  dataset = service_client.shard_hint(tf.data.Dataset.from_tensor_slices(files), service)
   if is_training:
     dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   readers = min(num_readers, len(files))

@@ -13,6 +13,7 @@ from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.media_sequence_export import MediaSequenceExport
 from datasets.conversion.record_migration import RecordMigration
 from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.inputs.service_servers import ServerConfig
 from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.local_cluster import LaunchConfig
@@ -37,6 +38,7 @@ ENTRIES = [
     (['-m', 'datasets.verify_records'], VerifyConfig),
     (['-m', 'datasets.migrate_video_records'], RecordMigration),
     (['-m', 'datasets.export_media_sequence'], MediaSequenceExport),
+    (['-m', 'datasets.data_service'], ServerConfig),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
     (['-m', 'deployment.check_cluster'], TrainConfig),   # The trainer's flags.

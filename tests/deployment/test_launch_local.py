@@ -348,6 +348,9 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
     (['--task_log_dir=', '--', 'true'], '--task_log_dir is required'),
     (['--isolation=wide', '--', 'true'], '--isolation=wide is not known'),
     (['--addressing=env', '--', 'true'], '--addressing=env is not known'),
+    (['--num_data_workers=-1', '--', 'true'], '--num_data_workers=-1'),
+    (['--num_data_workers=1', '--', 'true', '--data_service_address=a:1'],
+     '--data_service_address=a:1'),
 ])
 def test_launcher_mistakes_exit_2_with_one_line(argv, text, tmp_path):
   result = subprocess.run([sys.executable, '-m', 'deployment.launch_local'] + argv,

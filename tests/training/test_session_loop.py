@@ -118,3 +118,19 @@ def test_the_watchdog_thread_calls_exit_with_the_verdict():
     clock.now += 11
     assert exited.wait(30)
   assert codes == [EXIT_CLUSTER_FAILURE]
+
+
+def test_a_step_timeout_without_input_says_so_and_arms_outside_a_cluster_too():
+  """A trainer reading from a tf.data service (training.train passes DataWorkers.describe)
+  says why no step ends when no data worker is left; with workers, the usual reason."""
+  clock, stop = Clock(), threading.Event()
+  state = ['; the tf.data service at d:1 has no data worker left']
+  dog = Watchdog(TIMEOUTS, stop, True, False, exit_fn=None, clock=clock,
+                 input_state=lambda: state[0])
+  dog.enter('training')
+  clock.now += TIMEOUTS.step_timeout_secs + 1
+  assert dog.check() == (EXIT_CLUSTER_FAILURE, (
+      'no training step finished for 5 s (--step_timeout_secs): no input comes; the '
+      'tf.data service at d:1 has no data worker left'))
+  state[0] = ''
+  assert 'a parameter server does not answer' in dog.check()[1]

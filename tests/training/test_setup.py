@@ -225,6 +225,13 @@ RULES = [
     ('precise_bn_with_frozen_statistics', dict(precise_bn_batches=10, use_batch_norm=True,
                                                freeze_batch_norm='statistics'),
      'precise_bn_batches', ['--freeze_batch_norm=statistics']),
+    ('data_service_sharding_unknown', dict(data_service_address='h:5050',
+                                           data_service_sharding='round_robin'),
+     'data_service_sharding', ['dynamic', 'files']),
+    ('data_service_files_without_address', dict(data_service_sharding='files'),
+     'data_service_sharding', ['--data_service_address']),
+    ('data_service_address_without_port', dict(data_service_address='dispatcher'),
+     'data_service_address', ['host:port']),
 ]
 
 
@@ -372,3 +379,16 @@ def test_the_summary_cadence_defaults_to_the_progress_cadence(valid):
   assert check_train_config(dataclasses.replace(
       valid, log_every_n_steps=7, save_summaries_steps=0)).save_summaries_steps == 0
   check_train_config(dataclasses.replace(valid, use_batch_norm=True, precise_bn_batches=5))
+
+
+def test_a_data_service_run_shares_one_job_and_leaves_the_sharding_to_the_service(valid):
+  """Every trainer of the run builds the same pipeline (no shard of its own) and names the
+  same job, so a cluster's workers (and a restarted one) share each epoch."""
+  config = dataclasses.replace(valid, data_service_address='dispatcher-0:5050',
+                               worker_replicas=2, task=1, num_ps_tasks=1)
+  settings = check_train_config(config).input_settings
+  assert (settings.num_shards, settings.shard_index) == (1, 0)
+  assert settings.service.address == 'dispatcher-0:5050'
+  assert settings.service.sharding == 'dynamic'
+  assert settings.service.job_name == 'train ' + os.path.abspath(valid.train_dir)
+  assert check_train_config(valid).input_settings.service is None

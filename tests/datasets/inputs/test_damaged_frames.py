@@ -138,3 +138,32 @@ def test_evaluation_reports_a_sampled_frame_that_does_not_decode(damaged_dir):
   with tf.Graph().as_default():
     with pytest.raises(tf.errors.InvalidArgumentError, match=sampled_id):
       _elements(clip_input.build_clip_dataset(split, **arguments))
+
+
+def _stream(rows):
+  """Elements (x, video id, shard, undecoded int32 [n], num_frames) of `rows`, in order."""
+  def generate():
+    for x, video, undecoded in rows:
+      yield x, video, '/d/train-0', np.array(undecoded, np.int32), 9
+  return tf.data.Dataset.from_generator(generate, output_signature=(
+      tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string),
+      tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32)))
+
+
+def test_carried_reports_reach_the_counter_as_the_batches_are_drawn(caplog):
+  """The tf.data service's form: the dropped clips' reports ride in the next kept element
+  and are told to the counter on the trainer, with the same counts skip_damaged gives."""
+  rows = [(0, 'v_ok', []), (1, 'v_a', [2]), (2, 'v_a', [2]), (3, 'v_ok', []),
+          (4, 'v_b', [0, 5]), (5, 'v_ok', []), (6, 'v_ok', [])]
+  caplog.set_level(logging.WARNING)
+  carried, direct = damaged_frames.SkipCounter(), damaged_frames.SkipCounter()
+  with tf.Graph().as_default():
+    batches = _elements(damaged_frames.record_carried(
+        damaged_frames.carry_damaged(_stream(rows)).batch(2), carried))
+    kept = _elements(damaged_frames.skip_damaged(_stream(rows), direct))
+  assert [list(x) for (x,) in batches] == [[0, 3], [5, 6]]
+  assert [x for (x,) in kept] == [0, 3, 5, 6]
+  assert (carried.skipped_clips, carried.damaged()) == (3, {
+      'v_a': ('/d/train-0', [2], 9), 'v_b': ('/d/train-0', [0, 5], 9)})
+  assert carried.damaged() == direct.damaged()
+  assert carried.skipped_clips == direct.skipped_clips

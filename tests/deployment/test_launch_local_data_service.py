@@ -1,0 +1,80 @@
+"""deployment.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
+data workers start first as `python -m datasets.data_service` commands, the training tasks
+get --data_service_address, a data worker that dies is one line while training goes on, a
+dispatcher that dies is restarted on its port and journal, the last data worker gone ends
+the job with the chief's 138, and the service ends with the job (SIGTERM, status 0). The
+real trainer (LeNet on digits) runs as the tasks."""
+
+import sys
+import threading
+
+import pytest
+
+from deployment.local_cluster import LocalCluster
+from tests.cluster_tasks import log_text, steps, train_flags, trainer, wait_for
+
+
+def test_service_tasks_come_first_and_the_trainers_get_the_address(tmp_path):
+  cluster = LocalCluster(1, 2, [sys.executable, 'trainer.py', '--x=1'], str(tmp_path),
+                         isolation='none', num_data_workers=2)
+  assert [t.name for t in cluster.tasks] == ['dispatcher-0', 'data_worker-0',
+                                             'data_worker-1', 'ps-0', 'worker-0', 'worker-1']
+  address = cluster.service_address
+  dispatcher = cluster.command(cluster.task('dispatcher-0'))
+  assert dispatcher[1:] == ['-m', 'datasets.data_service', '--port=' + address.split(':')[1],
+                            '--role=dispatcher', '--work_dir=%s/data_service' % tmp_path]
+  worker = cluster.command(cluster.task('data_worker-1'))
+  port = cluster.task('data_worker-1').port
+  assert worker[-3:] == ['--role=worker', '--dispatcher_address=' + address,
+                         '--worker_address=127.0.0.1:%d' % port]
+  assert '--data_service_address=' + address in cluster.command(cluster.task('worker-1'))
+  assert '--data_service_address=' + address in cluster.command(cluster.task('ps-0'))
+  assert cluster.training_tasks() == cluster.tasks[3:]
+
+
+def _kill_when_training(cluster, names):
+  """Kills each task in `names` once the chief has logged 10 steps more than when the
+  previous one was killed (and once the restarted dispatcher answers)."""
+  chief, seen = cluster.chief, 0
+  last_step = lambda: (steps(log_text(chief)) or [0])[-1]
+  for name in names:
+    wait_for(lambda: last_step() >= seen + 10 or chief.returncode is not None,
+             'chief steps before killing ' + name, cluster=cluster)
+    if name == 'data_worker-1':
+      wait_for(lambda: 'answers again' in log_text(chief) or chief.returncode is not None,
+               'the restarted dispatcher', cluster=cluster)
+    seen = last_step()
+    cluster.task(name).process.kill()
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_lost_data_worker_a_restarted_dispatcher_then_none_left(digits_dir, tmp_path,
+                                                                  capsys):
+  """Training goes on without data worker 0 (a line in the launcher's output and in the
+  chief's log) and through the dispatcher's restart; when data worker 1 goes too, the
+  chief ends after --step_timeout_secs with one line and 138, and so does the job."""
+  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=100000,
+                      step_timeout_secs=8)
+  with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
+                    num_data_workers=2) as cluster:
+    killer = threading.Thread(target=_kill_when_training, args=(
+        cluster, ['data_worker-0', 'dispatcher-0', 'data_worker-1']))
+    killer.start()
+    status = cluster.supervise(lambda: False, grace_secs=30)
+    killer.join()
+  out = capsys.readouterr().out
+  assert status == 138, out
+  assert 'data_worker-0 exited with status 137; training goes on without it' in out, out
+  assert 'the dispatcher exited with status 137; restarting it on port' in out, out
+  assert {t.name: t.returncode for t in cluster.tasks} == {
+      'dispatcher-0': 0, 'data_worker-0': 137, 'data_worker-1': 137, 'ps-0': 0,
+      'worker-0': 138}
+  chief = log_text(cluster.chief)
+  assert 'Input: batches from the tf.data service at %s' % cluster.service_address in chief
+  lost = 'data worker 127.0.0.1:%d gone; training goes on with 1' % (
+      cluster.task('data_worker-0').port)
+  assert chief.count(lost) == 1, chief[-3000:]
+  errors = [line for line in chief.splitlines() if line.startswith('error:')]
+  assert len(errors) == 1 and 'no input comes; the tf.data service at %s has no data ' \
+      'worker left' % cluster.service_address in errors[0], chief[-3000:]
