@@ -5,7 +5,7 @@ Each check takes a `deployment.cluster.TaskSpec`-like cluster (ps_hosts, worker_
 'host:port', and `source` for messages) and returns a list of one-line problems, empty when
 all is well. `start_server` runs the task's own checks before TensorFlow binds its port
 (TensorFlow's own refusal is a gRPC log line and "Could not start gRPC server");
-`python -m deployment.check_cluster` runs them all from the submitting host.
+`python -m training.check_cluster` runs them all from the submitting host.
 
 A port is free when it can be bound as TensorFlow binds it: 0.0.0.0:port, with
 SO_REUSEADDR as gRPC sets it (a closed connection's TIME_WAIT does not hold the port).

@@ -1,5 +1,7 @@
 """Fixtures shared by tests in several directories. Keep this file tiny."""
 
+import socket
+
 import pytest
 
 
@@ -17,3 +19,13 @@ def session_configs(monkeypatch):
   """[(graph, ConfigProto or None)] of every tf Session created during the test."""
   from tests.sessions import record_sessions  # pylint: disable=import-outside-toplevel
   return record_sessions(monkeypatch)
+
+
+@pytest.fixture
+def held_port():
+  """A port of 127.0.0.1 held by a listening socket, as a leftover task holds it."""
+  holder = socket.socket()
+  holder.bind(('127.0.0.1', 0))
+  holder.listen()
+  yield holder.getsockname()[1]
+  holder.close()

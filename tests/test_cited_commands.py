@@ -32,7 +32,7 @@ TOOLS = {'datasets.convert_images': ImageConversion,
          'datasets.data_service': ServerConfig,
          'nets.inflate': InflateConfig,
          'deployment.launch_local': LaunchConfig,
-         'deployment.check_cluster': TrainConfig}
+         'training.check_cluster': TrainConfig}
 _CITATION = re.compile(r'-m (%s)\b(.*)' % '|'.join(re.escape(t) for t in TOOLS))
 _SOURCES = ('README.md', 'Makefile', 'docs/*.md', 'configs/*.cfg', 'configs/*/*',
             '*.py', 'datasets/**/*.py', 'nets/*.py', 'deployment/*.py', 'training/*.py',

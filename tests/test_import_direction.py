@@ -25,11 +25,6 @@ FORBIDDEN = {
     # The demos drive the entry scripts as a user does, through their command lines.
     'demos': set(PACKAGES) - {'core', 'demos'},
 }
-# Entry points that may import upwards: module -> what they may import besides their
-# package's rule. `deployment.check_cluster` takes the trainer's flags (TrainConfig) and
-# its shard check, so it needs training/; it lives in deployment/ because the docs cite it
-# beside deployment.launch_local, and nothing imports it.
-ENTRY = {'deployment/check_cluster.py': {'training'}}
 
 
 def _imports(path):
@@ -54,24 +49,7 @@ def _modules(package):
 def test_no_import_points_upwards(package):
   wrong = ['%s:%d imports %s' % (os.path.relpath(path, ROOT), line, module)
            for path in _modules(package) for line, module in _imports(path)
-           if module.split('.')[0] in FORBIDDEN[package] - ENTRY.get(
-               os.path.relpath(path, ROOT), set())]
-  assert not wrong, '\n'.join(wrong)
-
-
-def test_nothing_imports_an_entry_exception():
-  """An ENTRY module is a top: importing it would carry its upward imports along."""
-  entries = {path[:-3].replace('/', '.') for path in ENTRY}
-  wrong = []
-  for path in project_modules():
-    for node in ast.walk(_parse(path)):
-      if isinstance(node, ast.Import):
-        found = {alias.name for alias in node.names}
-      elif isinstance(node, ast.ImportFrom) and node.module:
-        found = {node.module} | {'%s.%s' % (node.module, a.name) for a in node.names}
-      else:
-        continue
-      wrong += ['%s:%d imports %s' % (path, node.lineno, name) for name in found & entries]
+           if module.split('.')[0] in FORBIDDEN[package]]
   assert not wrong, '\n'.join(wrong)
 
 

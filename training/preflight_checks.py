@@ -1,4 +1,4 @@
-"""The checks `python -m deployment.check_cluster` runs before launch, from the trainer's config.
+"""The checks `python -m training.check_cluster` runs before launch, from the trainer's config.
 
     results = check_before_launch(config, os.environ)   # [(ok, line)]
 

@@ -41,7 +41,7 @@ ENTRIES = [
     (['-m', 'datasets.data_service'], ServerConfig),
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
-    (['-m', 'deployment.check_cluster'], TrainConfig),   # The trainer's flags.
+    (['-m', 'training.check_cluster'], TrainConfig),   # The trainer's flags.
     (['-m', 'training.doctor'], DoctorSettings),
     (['-m', 'training.doctor'], TrainConfig),   # The doctor takes the trainer's flags too.
 ]

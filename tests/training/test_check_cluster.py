@@ -1,4 +1,4 @@
-"""`python -m deployment.check_cluster` with the trainer's flags: a good 2-worker cluster on
+"""`python -m training.check_cluster` with the trainer's flags: a good 2-worker cluster on
 digits passes with an `ok:` line per check (exit 0); a taken port and more workers than
 shard files are each one `error:` line naming them (exit 2). And a real trainer task whose
 port is taken exits 2 with exactly one error line, before TensorFlow's server starts."""
@@ -26,7 +26,7 @@ def check(digits_dir, train_dir, worker_ports):
   hosts = ['127.0.0.1:%d' % port for port in free_ports(1) + list(worker_ports)]
   flags = train_flags(digits_dir, train_dir) + [
       '--ps_hosts=%s' % hosts[0], '--worker_hosts=%s' % ','.join(hosts[1:])]
-  return [sys.executable, '-m', 'deployment.check_cluster'] + flags
+  return [sys.executable, '-m', 'training.check_cluster'] + flags
 
 
 @pytest.mark.slow

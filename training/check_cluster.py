@@ -1,6 +1,6 @@
 r"""Checks a cluster before launch, from the submitting host, with the trainer's flags.
 
-    python -m deployment.check_cluster \
+    python -m training.check_cluster \
         --flagfile=configs/cluster/ucf101_i3d_rgb_kinetics_10x8_64f_sync_10nodes.cfg \
         --dataset_dir=/shared/data/ucf101_rgb_s1 --train_dir=/shared/runs/ucf101_rgb_s1
 
