@@ -139,33 +139,25 @@ def step_ports(environ, tasks_on_node, from_top=False, sharing=None):
     return ports[:tasks_on_node]
   sharing = max(sharing or 0, tasks_on_node)
   if sharing > SLOT_PORTS:
-    raise ClusterError('up to %d tasks of Slurm job %s (training and data service steps) on '
-                       'one node, more than the %d ports of a job\'s slot: run fewer per '
-                       'node (sbatch --ntasks-per-node) or let srun reserve ports '
-                       '(MpiParams=ports in slurm.conf)'
-                       % (sharing, environ.get('SLURM_JOB_ID', '?'), SLOT_PORTS))
+    raise ClusterError('up to %d tasks of Slurm job %s (its training and data service steps) '
+                       'may share a node, more than the %d ports of a job\'s slot: run '
+                       'fewer tasks, or let srun reserve ports (MpiParams=ports in '
+                       'slurm.conf)' % (sharing, environ.get('SLURM_JOB_ID', '?'), SLOT_PORTS))
   slot = PORT_BASE + _int(environ, 'SLURM_JOB_ID') % JOB_SLOTS * SLOT_PORTS
   if from_top:
     return [slot + SLOT_PORTS - 1 - i for i in range(tasks_on_node)]
   return [slot + i for i in range(tasks_on_node)]
 
 
-def _most_on_a_node(environ, hosts, nodes):
+def _most_on_a_node(environ, nodes):
   """The most tasks of the job that may share one of this step's nodes: the step's own
-  there and every task of the job's other step (JOB_TASKS minus this step's), but never
-  more than the job's CPUs there (each task of an `srun --exact` step holds one)."""
+  there and every task of the job's other step (JOB_TASKS minus this step's), which srun
+  may place anywhere (the script starts it with --overlap)."""
   text = environ.get(JOB_TASKS, '').strip()
   if text and not text.isdigit():
     raise ClusterError('%s=%r: expected the number of tasks of the job' % (JOB_TASKS, text))
   others = max(0, int(text or 0) - len(nodes))
-  cpus = {}
-  if others and environ.get('SLURM_JOB_CPUS_PER_NODE') and environ.get('SLURM_JOB_NODELIST'):
-    cpus = dict(zip(expand_hostlist(environ['SLURM_JOB_NODELIST'], 'SLURM_JOB_NODELIST'),
-                    expand_tasks_per_node(environ['SLURM_JOB_CPUS_PER_NODE'],
-                                          'SLURM_JOB_CPUS_PER_NODE')))
-  counts = collections.Counter(nodes)
-  return max(max(count, min(count + others, cpus.get(hosts[node], count + others)))
-             for node, count in counts.items())
+  return max(nodes.count(node) for node in set(nodes)) + others
 
 
 def _int(environ, name):
@@ -217,7 +209,7 @@ def _step_addresses(environ, procid, from_top):
                        % (ntasks_name, ntasks, procid, len(nodes)))
   _check_own_node(environ, nodes, procid, distribution)
   ports = step_ports(environ, max(nodes.count(node) for node in set(nodes)), from_top,
-                     _most_on_a_node(environ, hosts, nodes))
+                     _most_on_a_node(environ, nodes))
   # A task's local id: how many lower task ids share its node (what Slurm numbers it).
   return ['%s:%d' % (hosts[node], ports[nodes[:task].count(node)])
           for task, node in enumerate(nodes)]

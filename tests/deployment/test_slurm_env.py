@@ -181,8 +181,8 @@ def test_a_data_service_step_counts_its_ports_from_the_top_of_the_jobs_slot():
   assert reserved.address == 'n2:24005' and reserved.dispatcher_address == 'n1:24005'
 
 
-def test_the_two_steps_fit_the_slot_only_while_the_node_can_hold_them():
-  # 10 training tasks on one node leave 6 ports: a service step of 7 may meet them...
+def test_the_two_steps_must_fit_the_slot_on_any_node_they_may_share():
+  # 10 training tasks on one node leave 6 ports: a service step of 7 may meet them.
   crowded = dict(step(0, ntasks=10, nodelist='n1', per_node='10'), SLIMDEPLOY_JOB_TASKS='17')
   with pytest.raises(ClusterError, match='up to 17 tasks of Slurm job 1234 .* more than the '
                      '16 ports') as error:
@@ -191,13 +191,9 @@ def test_the_two_steps_fit_the_slot_only_while_the_node_can_hold_them():
   with pytest.raises(ClusterError, match='up to 17 tasks'):
     slurm_env.service_from_environ(dict(crowded, SLURM_STEP_NUM_TASKS='7',
                                         SLURM_STEP_TASKS_PER_NODE='7'))
-  # ...unless the job holds only 16 CPUs there: then at most 16 tasks share it.
-  assert slurm_env.task_from_environ(dict(crowded, SLURM_JOB_NODELIST='n1',
-                                          SLURM_JOB_CPUS_PER_NODE='16'), 1)
-  # Many data workers spread over other nodes do not crowd a training node.
-  spread = step(0, SLIMDEPLOY_JOB_TASKS='45', SLURM_JOB_NODELIST='n[1-12]',
-                SLURM_JOB_CPUS_PER_NODE='8(x12)')
-  assert slurm_env.task_from_environ(spread, 1)
+  assert slurm_env.task_from_environ(dict(crowded, SLIMDEPLOY_JOB_TASKS='16'), 1)
+  # Reserved ports are the step's own: no slot to share.
+  assert slurm_env.task_from_environ(dict(crowded, SLURM_STEP_RESV_PORTS='24000-24009'), 1)
   with pytest.raises(ClusterError, match="SLIMDEPLOY_JOB_TASKS='many'"):
     slurm_env.task_from_environ(step(0, SLIMDEPLOY_JOB_TASKS='many'), 1)
   with pytest.raises(ClusterError, match='--addressing=slurm needs an srun step'):
