@@ -6,8 +6,9 @@ JobSet's name), the labels and annotations JobSet's controller adds
 (`labelAndAnnotateObject`), and the container's environment with every downward-API
 `fieldRef` resolved against them, plus JOB_COMPLETION_INDEX (Kubernetes adds it to an
 Indexed Job's pods), and the command with `$(VAR)` expanded from that environment as the
-kubelet expands it (`$$` a literal `$`, an undefined name left as written). The manifest tests and the loopback run use this, so the
-environment the tasks see is the one the manifest produces.
+kubelet expands it (`$$` a literal `$`, an undefined name left as written). The manifest
+tests and the loopback runs use this, so the environment the tasks see is the one the
+manifest produces.
 """
 
 import copy
