@@ -8,12 +8,15 @@ Trainers given `--data_service_address=host:5050` then read their batches from t
 workers, which run the trainer's input pipeline (reading and decoding) on their own cores
 or machines. The dispatcher's --work_dir keeps its journal: restarted on the same port, it
 resumes. Each server logs one 'ready' line and serves until SIGTERM or SIGINT.
-`deployment.launch_local --num_data_workers=N` starts them beside a local cluster. The
-work is in datasets/inputs/service_servers.py; docs/data_service.md says more.
+`deployment.launch_local --num_data_workers=N` starts them beside a local cluster, and
+configs/slurm/train.sbatch as an srun step (--addressing=slurm). The work is in
+datasets/inputs/service_servers.py; docs/data_service.md says more.
 
 Exit status (the table in core/errors.py): 0 stopped by a signal; 2 bad flags (one
 `error:` line), or a port that cannot be listened on.
 """
+
+import os
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app
@@ -31,7 +34,9 @@ def main(argv):
   if reject_positional_arguments(argv):
     return USAGE
   try:
-    return service_servers.serve(config_from_flags(ServerConfig))
+    config, address = service_servers.with_addressing(config_from_flags(ServerConfig),
+                                                      os.environ)
+    return service_servers.serve(config, address=address)
   except EXPECTED as error:
     return report(error)
 

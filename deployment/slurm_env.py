@@ -6,22 +6,29 @@ SLIMDEPLOY_NUM_PS for callers that pass only the environment. Every task rebuild
 same cluster from what srun sets: the step's nodes (SLURM_STEP_NODELIST, hostlist syntax
 `node[01-03,07],gpu5`), tasks per node (SLURM_STEP_TASKS_PER_NODE, `2(x3),1`) and the task
 distribution (block or cyclic), checked against the task ids Slurm put on this node
-(SLURM_GTIDS). A task's port is the i-th port Slurm reserved for the step when it did
-(`srun --resv-ports`, SLURM_STEP_RESV_PORTS: never shared with another step), else
-PORT_BASE + (SLURM_JOB_ID mod JOB_SLOTS) x SLOT_PORTS + i, i = its local id on the node.
+(SLURM_GTIDS). A second step may run a tf.data service (`service_from_environ`: task 0 the
+dispatcher, the rest data workers). A task's port is the i-th port Slurm reserved for its
+step when it did (`srun --resv-ports`, SLURM_STEP_RESV_PORTS: never shared with another
+step), else PORT_BASE + (SLURM_JOB_ID mod JOB_SLOTS) x SLOT_PORTS + i, i = its local id on
+the node, counted from the slot's bottom for training and from its top for the service.
 Mistakes raise cluster.ClusterError with one line naming the variable and its value.
 """
 
+import collections
 import re
 
 from deployment.cluster import ClusterError, TaskSpec
 
-__all__ = ['task_from_environ', 'in_step', 'expand_hostlist', 'expand_tasks_per_node',
-           'task_nodes', 'step_ports', 'PORT_BASE', 'JOB_SLOTS', 'SLOT_PORTS']
+__all__ = ['task_from_environ', 'service_from_environ', 'ServiceTask', 'in_step',
+           'expand_hostlist', 'expand_tasks_per_node', 'task_nodes', 'step_ports',
+           'PORT_BASE', 'JOB_SLOTS', 'SLOT_PORTS', 'JOB_TASKS']
 
 # Without reserved ports: 2500 slots of 16 ports, 20000..59999 (the range to firewall).
 # Two jobs sharing a node collide only if their job ids are equal modulo 2500.
 PORT_BASE, JOB_SLOTS, SLOT_PORTS = 20000, 2500, 16
+# The batch script's count of every task of the job's steps (training and data service):
+# what the two steps together may put on one node.
+JOB_TASKS = 'SLIMDEPLOY_JOB_TASKS'
 _RANGE = re.compile(r'^(\d+)(?:-(\d+))?$')
 _REPEAT = re.compile(r'^(\d+)(?:\(x(\d+)\))?$')
 
@@ -116,8 +123,13 @@ def _ports(text):
                        % text) from None
 
 
-def step_ports(environ, tasks_on_node):
-  """The ports of a node's tasks, in local-id order (the same on every node)."""
+def step_ports(environ, tasks_on_node, from_top=False, sharing=None):
+  """The ports of a node's tasks, in local-id order (the same on every node).
+
+  Without reserved ports they come from the job's slot of SLOT_PORTS, the training step's
+  from the bottom and the data service step's (`from_top`) from the top, so the two never
+  meet while at most SLOT_PORTS tasks of the job (`sharing`, default `tasks_on_node`) can
+  share a node."""
   if environ.get('SLURM_STEP_RESV_PORTS'):
     ports = _ports(environ['SLURM_STEP_RESV_PORTS'])
     if len(ports) < tasks_on_node:
@@ -125,11 +137,27 @@ def step_ports(environ, tasks_on_node):
                          'srun --resv-ports=%d' % (environ['SLURM_STEP_RESV_PORTS'],
                                                    len(ports), tasks_on_node, tasks_on_node))
     return ports[:tasks_on_node]
-  if tasks_on_node > SLOT_PORTS:
-    raise ClusterError('%d tasks on one node, more than the %d ports of a job\'s slot: '
-                       'run fewer per node or srun --resv-ports' % (tasks_on_node, SLOT_PORTS))
-  slot = _int(environ, 'SLURM_JOB_ID') % JOB_SLOTS
-  return [PORT_BASE + slot * SLOT_PORTS + i for i in range(tasks_on_node)]
+  sharing = max(sharing or 0, tasks_on_node)
+  if sharing > SLOT_PORTS:
+    raise ClusterError('up to %d tasks of Slurm job %s (its training and data service steps) '
+                       'may share a node, more than the %d ports of a job\'s slot: run '
+                       'fewer tasks, or let srun reserve ports (MpiParams=ports in '
+                       'slurm.conf)' % (sharing, environ.get('SLURM_JOB_ID', '?'), SLOT_PORTS))
+  slot = PORT_BASE + _int(environ, 'SLURM_JOB_ID') % JOB_SLOTS * SLOT_PORTS
+  if from_top:
+    return [slot + SLOT_PORTS - 1 - i for i in range(tasks_on_node)]
+  return [slot + i for i in range(tasks_on_node)]
+
+
+def _most_on_a_node(environ, nodes):
+  """The most tasks of the job that may share one of this step's nodes: the step's own
+  there and every task of the job's other step (JOB_TASKS minus this step's), which srun
+  may place anywhere (the script starts it with --overlap)."""
+  text = environ.get(JOB_TASKS, '').strip()
+  if text and not text.isdigit():
+    raise ClusterError('%s=%r: expected the number of tasks of the job' % (JOB_TASKS, text))
+  others = max(0, int(text or 0) - len(nodes))
+  return max(nodes.count(node) for node in set(nodes)) + others
 
 
 def _int(environ, name):
@@ -171,6 +199,22 @@ def _check_own_node(environ, nodes, procid, distribution):
                        % (gtids, distribution, ','.join(map(str, expected))))
 
 
+def _step_addresses(environ, procid, from_top):
+  """host:port of every task of the step, in task-id order, from its layout."""
+  ntasks_name = 'SLURM_STEP_NUM_TASKS' if 'SLURM_STEP_NUM_TASKS' in environ else 'SLURM_NTASKS'
+  ntasks = _int(environ, ntasks_name)
+  hosts, nodes, distribution = _layout(environ)
+  if len(nodes) != ntasks or procid >= ntasks:
+    raise ClusterError('%s=%d and SLURM_PROCID=%d disagree with the step layout of %d tasks'
+                       % (ntasks_name, ntasks, procid, len(nodes)))
+  _check_own_node(environ, nodes, procid, distribution)
+  ports = step_ports(environ, max(nodes.count(node) for node in set(nodes)), from_top,
+                     _most_on_a_node(environ, nodes))
+  # A task's local id: how many lower task ids share its node (what Slurm numbers it).
+  return ['%s:%d' % (hosts[node], ports[nodes[:task].count(node)])
+          for task, node in enumerate(nodes)]
+
+
 def task_from_environ(environ, num_ps=None):
   """This task of the step's cluster; None outside an srun step or in a one-task step.
 
@@ -195,15 +239,26 @@ def task_from_environ(environ, num_ps=None):
     raise ClusterError('--num_ps_tasks=%d with a Slurm step of %s=%d tasks: tasks 0..P-1 are '
                        'the parameter servers, the rest workers; valid: 1..%d'
                        % (num_ps, ntasks_name, ntasks, ntasks - 1))
-  hosts, nodes, distribution = _layout(environ)
-  if len(nodes) != ntasks or procid >= ntasks:
-    raise ClusterError('%s=%d and SLURM_PROCID=%d disagree with the step layout of %d tasks'
-                       % (ntasks_name, ntasks, procid, len(nodes)))
-  _check_own_node(environ, nodes, procid, distribution)
-  ports = step_ports(environ, max(nodes.count(node) for node in set(nodes)))
-  # A task's local id: how many lower task ids share its node (what Slurm numbers it).
-  addresses = ['%s:%d' % (hosts[node], ports[nodes[:task].count(node)])
-               for task, node in enumerate(nodes)]
+  addresses = _step_addresses(environ, procid, from_top=False)
   job_name, index = ('ps', procid) if procid < num_ps else ('worker', procid - num_ps)
   return TaskSpec(tuple(addresses[:num_ps]), tuple(addresses[num_ps:]), job_name, index,
                   'Slurm job %s' % environ.get('SLURM_JOB_ID', '?'))
+
+
+# role: 'dispatcher' or 'worker' (datasets.data_service's --role); address: host:port it
+# listens on and advertises; dispatcher_address: task 0's.
+ServiceTask = collections.namedtuple('ServiceTask', 'role port address dispatcher_address')
+
+
+def service_from_environ(environ):
+  """This task of a tf.data service step (task 0 the dispatcher, the others data workers),
+  its port from the top of the job's slot; ClusterError outside an srun step."""
+  if not in_step(environ):
+    raise ClusterError('--addressing=slurm needs an srun step: SLURM_STEP_ID=%r, '
+                       'SLURM_PROCID=%r' % (environ.get('SLURM_STEP_ID'),
+                                            environ.get('SLURM_PROCID')))
+  procid = _int(environ, 'SLURM_PROCID')
+  addresses = _step_addresses(environ, procid, from_top=True)
+  return ServiceTask('worker' if procid else 'dispatcher',
+                     int(addresses[procid].rsplit(':', 1)[1]), addresses[procid],
+                     addresses[0])

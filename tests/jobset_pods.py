@@ -5,8 +5,10 @@ Job: the hostname `<jobset>-<job>-<j>-<p>`, the subdomain (network.subdomain, el
 JobSet's name), the labels and annotations JobSet's controller adds
 (`labelAndAnnotateObject`), and the container's environment with every downward-API
 `fieldRef` resolved against them, plus JOB_COMPLETION_INDEX (Kubernetes adds it to an
-Indexed Job's pods). The manifest tests and the loopback run use this, so the
-environment the tasks see is the one the manifest produces.
+Indexed Job's pods), and the command with `$(VAR)` expanded from that environment as the
+kubelet expands it (`$$` a literal `$`, an undefined name left as written). The manifest
+tests and the loopback runs use this, so the environment the tasks see is the one the
+manifest produces.
 """
 
 import copy
@@ -20,6 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBSET_MANIFEST = os.path.join(ROOT, 'configs', 'k8s',
                                'ucf101_i3d_rgb_kinetics_10x8_64f_sync_jobset.yaml')
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+_REFERENCE = re.compile(r'\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)')
+TRAINING_ROLES = ('ps', 'worker')   # deployment/jobset_env.py's; the others run no trainer.
 
 
 @dataclasses.dataclass
@@ -31,6 +35,7 @@ class Pod:
   annotations: dict
   container: dict
   env: dict
+  command: list
 
   fqdn = property(lambda self: '%s.%s' % (self.hostname, self.subdomain))
 
@@ -52,7 +57,8 @@ def scaled(jobset, **replicas):
   jobset = copy.deepcopy(jobset)
   for rjob in jobset['spec']['replicatedJobs']:
     rjob['replicas'] = replicas.get(rjob['name'], rjob['replicas'])
-  tasks = ','.join('%s=%d' % (r['name'], r['replicas']) for r in jobset['spec']['replicatedJobs'])
+  tasks = ','.join('%s=%d' % (r['name'], r['replicas']) for r in jobset['spec']['replicatedJobs']
+                   if r['name'] in TRAINING_ROLES)
   for rjob in jobset['spec']['replicatedJobs']:
     for container in rjob['template']['spec']['template']['spec']['containers']:
       for variable in container.get('env', []):
@@ -74,6 +80,15 @@ def _environment(container, labels, annotations, completion_index):
     env[variable['name']] = source[match.group(2)]
   env['JOB_COMPLETION_INDEX'] = str(completion_index)
   return env
+
+
+def expand(text, env):
+  """`text` with `$(NAME)` replaced from `env` as the kubelet does in command and args."""
+  def replace(match):
+    if match.group(0) == '$$':
+      return '$'
+    return env.get(match.group(1), match.group(0))
+  return _REFERENCE.sub(replace, text)
 
 
 def pods(jobset):
@@ -99,7 +114,9 @@ def pods(jobset):
         annotations = dict(metadata.get('annotations', {}), **marks)
         annotations['batch.kubernetes.io/job-completion-index'] = str(pod_index)
         container, = template['spec']['containers']
+        env = _environment(container, labels, annotations, pod_index)
+        command = [expand(arg, env) for arg in container['command'] + container.get('args', [])]
         made.append(Pod('%s-%s-%d-%d' % (name, rjob['name'], job_index, pod_index),
-                        subdomain, rjob['name'], labels, annotations, container,
-                        _environment(container, labels, annotations, pod_index)))
+                        subdomain, rjob['name'], labels, annotations, container, env,
+                        command))
   return made

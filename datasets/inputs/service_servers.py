@@ -8,11 +8,14 @@ same port and work dir resumes its jobs and trainers carry on; a data worker wit
 heartbeat for --worker_timeout_secs counts as missing. A data worker registers with the
 dispatcher and runs the part of a trainer's input pipeline the trainer sends (the graph of
 its tf.data pipeline: everything in it must be a TensorFlow op, no Python function). Both
-serve until SIGTERM or SIGINT. docs/data_service.md tells the whole story.
+serve until SIGTERM or SIGINT. Under Slurm (--addressing=slurm) role, port and addresses
+come from the service's srun step. docs/data_service.md tells the whole story.
 """
 
 import dataclasses
+import os
 import signal
+import socket
 import threading
 from typing import Tuple
 
@@ -20,11 +23,16 @@ from absl import logging
 
 from core.errors import ConfigError, require
 from core.params import param
+from deployment import slurm_env
+from deployment.cluster import ClusterError
 from tf_compat import tf
 
-__all__ = ['ServerConfig', 'check_server_config', 'serve', 'ROLES']
+__all__ = ['ServerConfig', 'check_server_config', 'serve', 'with_addressing', 'ROLES',
+           'ADDRESSINGS']
 
 ROLES = ('dispatcher', 'worker')
+ADDRESSINGS = ('flags', 'slurm')
+_PLACE = ('role', 'port', 'dispatcher_address', 'worker_address')  # What slurm addressing sets.
 _POLL_SECS = 0.5  # How often a server checks for a stop request and its workers.
 
 
@@ -36,7 +44,13 @@ class ServerConfig:
   port: int = param(0, 'Port to listen on; the dispatcher needs one (trainers and workers '
                     'find it there, and a restarted dispatcher must come back on it); a '
                     'worker: 0 = any free port.')
+  addressing: str = param('flags', 'flags: --role, --port and the addresses as given; '
+                          'slurm: from the service\'s srun step (configs/slurm/train.sbatch): '
+                          'task 0 the dispatcher, the others data workers advertising their '
+                          'node, ports from deployment/slurm_env.py.')
   # Dispatcher.
+  address_file: str = param('', 'dispatcher: once ready, write the host:port trainers reach '
+                            'it by to this file (for a script that starts them after it).')
   work_dir: str = param('', 'dispatcher: directory of its journal (fault-tolerant mode), so '
                         'a dispatcher restarted with the same one resumes its jobs.')
   worker_addresses: Tuple[str, ...] = param(
@@ -57,8 +71,35 @@ def _check_address(flag, value):
           '--%s=%r must be host:port' % (flag, value))
 
 
+def with_addressing(config, environ):
+  """(`config` with role, port and addresses read from `environ` (os.environ) where
+  --addressing says so, the host:port others reach the server by or None = unknown).
+  Under slurm (deployment.slurm_env.service_from_environ) a data worker drops the
+  dispatcher's flags: every task of the step gets the same command."""
+  require(config.addressing in ADDRESSINGS, '--addressing=%r must be one of %s'
+          % (config.addressing, ', '.join(ADDRESSINGS)))
+  if config.addressing == 'flags':
+    return config, None
+  defaults = ServerConfig()
+  given = [name for name in _PLACE if getattr(config, name) != getattr(defaults, name)]
+  require(not given, '--addressing=slurm sets --%s from srun\'s environment: drop --%s'
+          % (', --'.join(_PLACE), given and given[0]))
+  try:
+    task = slurm_env.service_from_environ(environ)
+  except ClusterError as error:
+    raise ConfigError(str(error)) from None
+  if task.role == 'dispatcher':
+    return dataclasses.replace(config, role=task.role, port=task.port), task.address
+  return dataclasses.replace(config, role=task.role, port=task.port, work_dir='',
+                             address_file='', worker_addresses=(),
+                             dispatcher_address=task.dispatcher_address,
+                             worker_address=task.address), task.address
+
+
 def check_server_config(config):
   """Raises ConfigError (one line) for a flag the role cannot use."""
+  require(config.addressing in ADDRESSINGS, '--addressing=%r must be one of %s'
+          % (config.addressing, ', '.join(ADDRESSINGS)))
   require(config.role in ROLES, '--role=%r must be one of %s' % (config.role, ', '.join(ROLES)))
   require(0 <= config.port < 65536, '--port=%d must be in 0..65535' % config.port)
   if config.role == 'dispatcher':
@@ -78,8 +119,8 @@ def check_server_config(config):
     _check_address('dispatcher_address', config.dispatcher_address)
     if config.worker_address:
       _check_address('worker_address', config.worker_address)
-    require(not config.work_dir and not config.worker_addresses,
-            '--work_dir and --worker_addresses are for --role=dispatcher')
+    require(not config.work_dir and not config.worker_addresses and not config.address_file,
+            '--work_dir, --worker_addresses and --address_file are for --role=dispatcher')
 
 
 def _service():
@@ -122,19 +163,35 @@ def _watch_workers(server, stop_event):
       count = now
 
 
-def serve(config, stop_event=None):
+def _write_address(path, address):
+  """Writes `address` to `path` whole or not at all (a reader polls for the file)."""
+  temporary = '%s.%d' % (path, os.getpid())
+  with open(temporary, 'w') as handle:
+    handle.write(address + '\n')
+  os.replace(temporary, path)
+  logging.info('Dispatcher address %s written to %s', address, path)
+
+
+def serve(config, stop_event=None, address=None):
   """Checks `config`, starts its server, logs one 'ready' line and serves until
-  `stop_event` is set (default: until SIGTERM or SIGINT). Returns 0."""
+  `stop_event` is set (default: until SIGTERM or SIGINT, unless ignored). Returns 0. `address`: the
+  host:port others reach it by, for --address_file (None: this host's name, its port)."""
   check_server_config(config)
   if stop_event is None:
     stop_event = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-      signal.signal(signum, lambda *_: stop_event.set())
+      # One ignored by the parent stays ignored (as nohup's): under Slurm, scancel's SIGTERM
+      # must leave the service serving while the chief finishes its step and saves.
+      if signal.getsignal(signum) != signal.SIG_IGN:
+        signal.signal(signum, lambda *_: stop_event.set())
   server = _start(config)
   port = server._server.bound_port()  # pylint: disable=protected-access
   if config.role == 'dispatcher':
     logging.info('tf.data service dispatcher ready on port %d (journal in %s)', port,
                  config.work_dir)
+    if config.address_file:
+      _write_address(config.address_file,
+                     address or '%s:%d' % (socket.gethostname(), port))
     _watch_workers(server, stop_event)
   else:
     logging.info('tf.data service data worker ready on port %d, registered with %s', port,

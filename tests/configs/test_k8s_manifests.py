@@ -24,6 +24,7 @@ TFJOB = os.path.join(jobset_pods.ROOT, 'configs', 'cluster',
 KINDS = {'Job': 'job-batch-v1.json', 'NetworkPolicy': 'networkpolicy-networking-v1.json',
          'PersistentVolumeClaim': 'persistentvolumeclaim-v1.json'}
 PERMANENT, RETRIED = {1, 2, 3, 6}, {137, 138, 143}   # docs/cluster.md, exit codes
+SERVICE_PERMANENT = {1, 2}   # datasets.data_service: a bug, a bad flag or a port taken
 DNS_1035 = re.compile(r'^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
 
 
@@ -105,7 +106,12 @@ def test_the_validation_catches_a_misspelt_field_at_every_level(docs):
     assert word in found
 
 
+def trainers(pods):
+  return [pod for pod in pods if pod.replicated_job in jobset_pods.TRAINING_ROLES]
+
+
 def test_every_pod_computes_the_same_cluster_at_its_jobset_name_and_port(docs, pods):
+  pods = trainers(pods)
   specs = [jobset_env.task_from_environ(pod.env) for pod in pods]
   assert len({(s.ps_hosts, s.worker_hosts) for s in specs}) == 1
   assert (specs[0].num_ps, specs[0].num_workers) == (2, 10)
@@ -117,14 +123,14 @@ def test_every_pod_computes_the_same_cluster_at_its_jobset_name_and_port(docs, p
     assert DNS_1035.match(pod.hostname + '-abcde')   # JobSet's webhook: pod name + suffix
     ports.add(int(port))
   assert ports == set(range(2222, 2222 + 12))   # Task k on 2222 + k: unique per host too.
-  assert [(p['port'], p['endPort']) for p in policy_ports] == [(min(ports), max(ports))]
+  assert [p['port'] for p in policy_ports] == [min(ports)]
   assert [s.is_chief for s in specs].count(True) == 1 and specs[2].is_chief
 
 
 def test_a_pod_whose_replicas_disagree_with_slimdeploy_tasks_refuses_to_start(docs):
   jobset = copy.deepcopy(jobset_pods.the('JobSet', docs))
   jobset['spec']['replicatedJobs'][1]['replicas'] = 12   # ...without SLIMDEPLOY_TASKS
-  pod = jobset_pods.pods(jobset)[-1]
+  pod = trainers(jobset_pods.pods(jobset))[-1]
   with pytest.raises(jobset_env.ClusterError, match='REPLICATED_JOB_REPLICAS=12 but '
                      'SLIMDEPLOY_TASKS=ps=2,worker=10'):
     jobset_env.task_from_environ(pod.env)
@@ -141,7 +147,8 @@ def test_restarts_are_chosen_for_parameter_server_training(docs):
     job = rjob['template']['spec']
     assert job['template']['spec']['restartPolicy'] == 'Never'  # podFailurePolicy needs it
     fail, ignore = job['podFailurePolicy']['rules']
-    assert fail['action'] == 'FailJob' and set(fail['onExitCodes']['values']) == PERMANENT
+    permanent = PERMANENT if rjob['name'] in jobset_pods.TRAINING_ROLES else SERVICE_PERMANENT
+    assert fail['action'] == 'FailJob' and set(fail['onExitCodes']['values']) == permanent
     assert fail['onExitCodes']['containerName'] == job['template']['spec'][
         'containers'][0]['name']
     assert not RETRIED & set(fail['onExitCodes']['values'])
@@ -183,14 +190,52 @@ def test_the_network_policy_admits_the_task_ports_only_from_the_jobs_own_pods(do
   peer, = rule['from']
   assert list(peer) == ['podSelector']   # No namespaceSelector or ipBlock: same namespace.
   roles = {pod.replicated_job for pod in pods}
-  assert roles >= {'ps', 'worker'}   # and a data service, when the JobSet gains one
+  assert roles == {'ps', 'worker', 'dispatcher', 'data-worker'}
+  admitted = set()
+  for each in rule['ports']:
+    assert each['protocol'] == 'TCP'
+    admitted |= set(range(each['port'], each.get('endPort', each['port']) + 1))
   for pod in pods:
     assert selects(policy['podSelector'], pod.labels), pod.hostname
     assert selects(peer['podSelector'], pod.labels), pod.hostname
+    assert listened_port(pod) in admitted, (pod.hostname, listened_port(pod))
   name = jobset_pods.the('JobSet', docs)['metadata']['name']
   other_job = dict(pods[0].labels, **{'jobset.sigs.k8s.io/jobset-name': name + '-other'})
   assert not selects(peer['podSelector'], other_job)
   assert not selects(peer['podSelector'], {'app': 'anything-else'})
+
+
+def flag(pod, name):
+  """The value of --name in the pod's command ($(VAR) expanded), or None."""
+  found = [arg.split('=', 1)[1] for arg in pod.command if arg.startswith('--%s=' % name)]
+  return found[-1] if found else None
+
+
+def listened_port(pod):
+  """The port the pod's process listens on: a trainer's from its JobSet environment
+  (deployment/jobset_env.py), a data-service server's from its --port."""
+  if pod.replicated_job in jobset_pods.TRAINING_ROLES:
+    return int(jobset_env.task_from_environ(pod.env).address.rsplit(':', 1)[1])
+  assert pod.command[:3] == ['python', '-m', 'datasets.data_service'], pod.command
+  return int(flag(pod, 'port'))
+
+
+def test_the_data_service_pods_reach_each_other_and_the_trainers_at_their_pod_names(pods):
+  dispatcher, = [pod for pod in pods if pod.replicated_job == 'dispatcher']
+  workers = [pod for pod in pods if pod.replicated_job == 'data-worker']
+  assert flag(dispatcher, 'role') == 'dispatcher' and len(workers) == 4
+  address = '%s:%d' % (dispatcher.fqdn, listened_port(dispatcher))
+  for pod in workers:
+    assert flag(pod, 'role') == 'worker' and flag(pod, 'dispatcher_address') == address
+    assert flag(pod, 'worker_address') == '%s:%d' % (pod.fqdn, listened_port(pod))
+  for pod in trainers(pods):
+    expected = address if pod.replicated_job == 'worker' else None
+    assert flag(pod, 'data_service_address') == expected, pod.hostname
+  # The journal on the shared claim, so a replaced dispatcher pod resumes from it.
+  spec = dispatcher.container
+  mounts = [m['mountPath'] for m in spec['volumeMounts']]
+  assert [m for m in mounts if flag(dispatcher, 'work_dir').startswith(m + '/')] == ['/shared']
+  assert all('$(' not in arg for pod in pods for arg in pod.command)   # Every name defined.
 
 
 def test_the_tfjob_stays_marked_legacy_with_the_reason():

@@ -26,6 +26,7 @@ from deployment import sync_replicas
 from deployment.slurm_env import JOB_SLOTS, PORT_BASE, SLOT_PORTS
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE
+from datasets.inputs.service_servers import ServerConfig
 from tests import slurm_cluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, ready_steps,
                                  steps, train_flags, wait_for, WAIT_SECS)
@@ -48,14 +49,14 @@ def slurm(tmp_path_factory):
     yield cluster
 
 
-def sbatch(slurm, log_dir, flags, *options):
+def sbatch(slurm, log_dir, flags, *options, ntasks=3, script_args=('1',)):
   """Runs `sbatch [options] train.sbatch 1 flags` (1 ps + 2 workers) from the repository
   root, the trainer on this Python; returns the CompletedProcess."""
   os.makedirs(log_dir, exist_ok=True)   # Slurm opens --output there before the script runs.
   env = dict(slurm.env, PYTHON=sys.executable, LOG_DIR=str(log_dir))
   env.pop('TF_CONFIG', None)
-  command = (['sbatch', '--ntasks=3', '--output=%s/batch-%%j.out' % log_dir] + list(options)
-             + [RECIPE, '1'] + list(flags))
+  command = (['sbatch', '--ntasks=%d' % ntasks, '--output=%s/batch-%%j.out' % log_dir]
+             + list(options) + [RECIPE] + list(script_args) + list(flags))
   return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                         timeout=2 * WAIT_SECS)
 
@@ -80,17 +81,39 @@ def test_the_recipe_opens_with_its_command_what_to_expect_and_the_ports_to_firew
   header = ''.join(l for l in open(RECIPE) if l.startswith('# '))
   assert 'sbatch --nodes=10 --ntasks=12' in header and 'configs/slurm/train.sbatch 2' in header
   assert 'Expect:' in header and '20000-59999' in header
+  assert '--data_workers=4' in header and 'P + W + 1 + D' in header
   assert '%d-%d' % (PORT_BASE, PORT_BASE + JOB_SLOTS * SLOT_PORTS - 1) == '20000-59999'
 
 
-def test_the_flags_the_script_adds_are_the_trainers(tmp_path):
-  added = re.findall(r'(--\w+)=', open(RECIPE).read().split('\nsrun ', 1)[1])
-  assert set(added) >= {'--addressing', '--num_ps_tasks', '--stop_grace_secs'}
+def _step(marker):
+  """What the recipe's srun step whose `bash -c` ends with `marker` runs (srun's own
+  options left out): the tasks' commands and their arguments."""
+  text = open(RECIPE).read()
+  start = text.index("bash -c '", text.rindex('srun ', 0, text.index(marker)))
+  return text[start:text.index('&\n', text.index(marker))]
+
+
+def test_the_flags_the_script_adds_are_the_trainers_and_the_data_services(tmp_path):
+  service_flag = re.search(r'\n *service=\((--\w+)=', open(RECIPE).read()).group(1)
+  added = re.findall(r'(--\w+)=', _step("' slimdeploy-task")) + [service_flag]
+  assert set(added) >= {'--addressing', '--num_ps_tasks', '--stop_grace_secs',
+                        '--data_service_address'}
   defined = {'--' + f.name for f in dataclasses.fields(TrainConfig)}
   assert set(added) <= defined, set(added) - defined
+  added = set(re.findall(r'(--\w+)=', _step("' slimdeploy-service")))
+  assert added == {'--addressing', '--work_dir', '--address_file'}
+  assert added <= {'--' + f.name for f in dataclasses.fields(ServerConfig)}
   # Without P the script stops before anything runs, saying how to call it.
   result = subprocess.run(['bash', RECIPE], capture_output=True, text=True, cwd=tmp_path)
   assert result.returncode == 2 and result.stderr.startswith('usage: sbatch'), result
+  result = subprocess.run(['bash', RECIPE, '1', '--data_workers=two'], capture_output=True,
+                          text=True, cwd=tmp_path, env=dict(os.environ, SLURM_NTASKS='4'))
+  assert result.returncode == 2 and result.stderr.startswith(
+      'error: --data_workers=two must be a count'), result
+  result = subprocess.run(['bash', RECIPE, '1', '--data_workers=2'], capture_output=True,
+                          text=True, cwd=tmp_path, env=dict(os.environ, SLURM_NTASKS='4'))
+  assert result.returncode == 2 and result.stderr.startswith(
+      'error: --ntasks=4 leaves no worker beside 1 ps and 3 data service'), result
 
 
 @pytest.mark.slow
@@ -172,3 +195,58 @@ def _submit_and_cancel(slurm, log_dir, flags, train_dir):
   assert LEAVE.findall(texts['worker-0.log']) == [('stopped', str(saved))]  # It saved.
   assert max(steps(texts['worker-0.log'])) <= saved < LAST_STEP
   return saved
+
+
+def _processes_naming(text):
+  """The command lines of this host's processes that contain `text`."""
+  found = []
+  for path in glob.glob('/proc/[0-9]*/cmdline'):
+    try:
+      with open(path, 'rb') as handle:
+        line = handle.read().replace(b'\0', b' ').decode(errors='replace')
+    except OSError:
+      continue   # Ended meanwhile.
+    if text in line:
+      found.append(line)
+  return found
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_script_starts_a_data_service_beside_the_cluster_and_ends_it(slurm, digits_dir,
+                                                                         tmp_path):
+  """1 ps + 1 worker read their batches from 1 dispatcher + 1 data worker of the job's
+  second step (--data_workers=1, 4 tasks); the job ends COMPLETED and so does the service,
+  ended by the script with no process left."""
+  log_dir, train_dir = tmp_path / 'logs', tmp_path / 'train'
+  flags = train_flags(digits_dir, train_dir, max_number_of_steps=20)
+  began = time.time()
+  result = sbatch(slurm, log_dir, flags, '--wait', ntasks=4,
+                  script_args=('1', '--data_workers=1'))
+  job = job_id(result)
+  fields = slurm.wait_for_end(job, timeout=10)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  texts = logs(log_dir)
+  print('sbatch --wait: %.0f s, status %d; %s' % (time.time() - began, result.returncode,
+                                                 _jobcomp(fields)))
+  assert result.returncode == 0, batch + str(texts)[-3000:]
+  assert (fields['JobState'], fields['ExitCode']) == ('COMPLETED', '0:0'), fields
+  assert 'srun exited with status 0' in batch, batch
+  assert 'data service step ended with status 0' in batch, batch
+  assert sorted(texts) == ['data_worker-0.log', 'dispatcher.log', 'ps-0.log', 'worker-0.log']
+  address = (log_dir / 'dispatcher.address').read_text().strip()
+  assert 'tf.data service: dispatcher at %s, 1 data workers' % address in batch, batch
+  worker = re.search(r'data worker ready on port (\d+), registered with (\S+)',
+                     texts['data_worker-0.log'])
+  assert worker and worker.group(2) == address, texts['data_worker-0.log']
+  assert 'Dispatcher: 1 data worker registered' in texts['dispatcher.log']
+  reading = 'Input: batches from the tf.data service at %s' % address
+  assert reading in texts['worker-0.log'] and worker.group(1) in texts['worker-0.log'].split(
+      reading, 1)[1].splitlines()[0], texts['worker-0.log'][-3000:]
+  for name in ('dispatcher.log', 'data_worker-0.log'):   # Ended by the script's SIGINT.
+    assert re.search(r'Stopping the (dispatcher|worker) \(a signal\)', texts[name]), name
+  for name, text in texts.items():
+    assert_clean_log(text, name)
+  assert LEAVE.findall(texts['worker-0.log']) == [('finished', '20')]
+  assert checkpoint_steps(train_dir)[-1] == 20
+  assert _processes_naming(str(log_dir)) == []

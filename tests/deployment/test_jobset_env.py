@@ -1,10 +1,14 @@
 """deployment/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
 one line naming the variable; find_task reads it when nothing else describes a
-cluster; and a cluster of tasks that see exactly the environment the manifest gives its
-pods (tests/jobset_pods.py), their names resolving to loopback, trains to the end."""
+cluster; a cluster of tasks that see exactly the environment the manifest gives its pods
+(tests/jobset_pods.py), their names resolving to loopback, trains to the end; and the
+manifest's data-service pods, run the same way, register."""
 
 import collections
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -12,6 +16,7 @@ from deployment import cluster, jobset_env
 from deployment.cluster import ClusterError
 from deployment.local_cluster import LocalCluster
 from deployment.netns import NamespaceUnavailable, PrivateNetwork
+from tests.data_service import READY, wait_for as wait_until
 from tests import jobset_pods
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
                                  trainer, WAIT_SECS)
@@ -136,7 +141,8 @@ def addressing_flag(pods):
 @pytest.mark.slow
 def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, tmp_path):
   manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.JOBSET_MANIFEST))
-  pods = jobset_pods.pods(jobset_pods.scaled(manifest, ps=1, worker=2))
+  pods = [pod for pod in jobset_pods.pods(jobset_pods.scaled(manifest, ps=1, worker=2))
+          if pod.replicated_job in jobset_pods.TRAINING_ROLES]
   assert all(pod.container['command'][:2] == ['python', 'train_image_classifier.py']
              for pod in pods)   # The manifest's program; the flags are a small run's.
   train_dir = tmp_path / 'train'
@@ -157,3 +163,50 @@ def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, t
           ' cluster of 1 ps + 2 workers from JobSet') in logs['worker-0']
   assert 'All 2 workers left: parameter server 0 exits' in logs['ps-0']
   assert checkpoint_steps(train_dir)[-1] == 8
+
+
+def _hosts_file(pods, path):
+  with open(path, 'w') as hosts:
+    hosts.write('127.0.0.1 localhost\n')
+    hosts.writelines('127.0.0.1 %s %s\n' % (pod.fqdn, pod.hostname) for pod in pods)
+  return str(path)
+
+
+@pytest.mark.cluster
+def test_the_manifests_dispatcher_and_a_data_worker_start_and_register(tmp_path):
+  """The dispatcher's and data worker 0's commands as the kubelet renders them ($(VAR)
+  expanded from the pod's environment), run for real where every pod name is 127.0.0.1:
+  the worker registers with the dispatcher under its own pod name."""
+  manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.JOBSET_MANIFEST))
+  pods = jobset_pods.pods(manifest)
+  dispatcher, worker = [next(p for p in pods if p.replicated_job == name)
+                        for name in ('dispatcher', 'data-worker')]
+  commands = {
+      'dispatcher': [sys.executable] + [
+          '--work_dir=%s' % (tmp_path / 'journal') if arg.startswith('--work_dir=') else arg
+          for arg in dispatcher.command[1:]],
+      'data_worker': [sys.executable] + worker.command[1:]}
+  try:
+    network = PrivateNetwork.create(hosts_file=_hosts_file(pods, tmp_path / 'hosts'))
+  except NamespaceUnavailable as error:
+    pytest.skip('no private network and mount namespace here: %s' % error)
+  processes = {}
+  with network:
+    try:
+      for name, argv in commands.items():
+        with open(tmp_path / (name + '.log'), 'w') as log:
+          processes[name] = subprocess.Popen(network.wrap(argv), cwd=jobset_pods.ROOT,
+                                             stdout=log, stderr=subprocess.STDOUT)
+      read = lambda name: (tmp_path / (name + '.log')).read_text()
+      wait_until(lambda: 'Dispatcher: 1 data worker registered' in read('dispatcher') or
+                 any(p.poll() is not None for p in processes.values()), 120,
+                 'the data worker to register')
+    finally:
+      for process in processes.values():
+        process.send_signal(signal.SIGTERM)
+      statuses = {name: process.wait(timeout=60) for name, process in processes.items()}
+  assert statuses == {'dispatcher': 0, 'data_worker': 0}, (read('dispatcher'),
+                                                            read('data_worker'))
+  assert 'Dispatcher: 1 data worker registered' in read('dispatcher')
+  assert 'data worker %s 2235, registered with %s:2234' % (READY, dispatcher.fqdn) in read(
+      'data_worker')

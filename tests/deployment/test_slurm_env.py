@@ -158,3 +158,43 @@ def test_addressing_mistakes(addressing, host_flags, environ, match):
 def test_the_registry_refuses_a_name_twice():
   with pytest.raises(ValueError, match='already registered'):
     cluster.register_addressing('slurm', lambda environ, num_ps: None, '')
+
+
+def _ports(addresses):
+  return [int(a.rsplit(':', 1)[1]) for a in addresses]
+
+
+def test_a_data_service_step_counts_its_ports_from_the_top_of_the_jobs_slot():
+  # The job's 5 training tasks (2, 2, 1 on n1..n3) and its service step (3 tasks, 1 each).
+  slot = 20000 + (1234 % 2500) * 16
+  service = [slurm_env.service_from_environ(step(
+      i, ntasks=3, per_node='1(x3)', SLIMDEPLOY_JOB_TASKS='8')) for i in range(3)]
+  assert [t.role for t in service] == ['dispatcher', 'worker', 'worker']
+  assert [t.address for t in service] == ['n1:%d' % (slot + 15), 'n2:%d' % (slot + 15),
+                                          'n3:%d' % (slot + 15)]
+  assert {t.dispatcher_address for t in service} == {'n1:%d' % (slot + 15)}
+  training = slurm_env.task_from_environ(step(0, SLIMDEPLOY_JOB_TASKS='8'), 1)
+  assert not set(_ports(training.ps_hosts + training.worker_hosts)) & {t.port for t in service}
+  # With reserved ports each step has its own from Slurm.
+  reserved = slurm_env.service_from_environ(step(1, ntasks=3, per_node='1(x3)',
+                                                 SLURM_STEP_RESV_PORTS='24005'))
+  assert reserved.address == 'n2:24005' and reserved.dispatcher_address == 'n1:24005'
+
+
+def test_the_two_steps_must_fit_the_slot_on_any_node_they_may_share():
+  # 10 training tasks on one node leave 6 ports: a service step of 7 may meet them.
+  crowded = dict(step(0, ntasks=10, nodelist='n1', per_node='10'), SLIMDEPLOY_JOB_TASKS='17')
+  with pytest.raises(ClusterError, match='up to 17 tasks of Slurm job 1234 .* more than the '
+                     '16 ports') as error:
+    slurm_env.task_from_environ(crowded, 1)
+  assert '\n' not in str(error.value)
+  with pytest.raises(ClusterError, match='up to 17 tasks'):
+    slurm_env.service_from_environ(dict(crowded, SLURM_STEP_NUM_TASKS='7',
+                                        SLURM_STEP_TASKS_PER_NODE='7'))
+  assert slurm_env.task_from_environ(dict(crowded, SLIMDEPLOY_JOB_TASKS='16'), 1)
+  # Reserved ports are the step's own: no slot to share.
+  assert slurm_env.task_from_environ(dict(crowded, SLURM_STEP_RESV_PORTS='24000-24009'), 1)
+  with pytest.raises(ClusterError, match="SLIMDEPLOY_JOB_TASKS='many'"):
+    slurm_env.task_from_environ(step(0, SLIMDEPLOY_JOB_TASKS='many'), 1)
+  with pytest.raises(ClusterError, match='--addressing=slurm needs an srun step'):
+    slurm_env.service_from_environ({'SLURM_JOB_ID': '5'})

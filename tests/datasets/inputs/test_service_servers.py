@@ -12,7 +12,7 @@ import pytest
 
 from core.errors import USAGE
 from core.params import ConfigError
-from datasets.inputs.service_servers import ServerConfig, check_server_config
+from datasets.inputs.service_servers import ServerConfig, check_server_config, with_addressing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -59,3 +59,37 @@ def test_bad_flags_and_a_busy_port_are_one_line_and_status_2(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
     assert result.returncode == USAGE and len(errors) == 1 and text in errors[0], (
         result.stderr[-2000:])
+
+
+SLURM_TASK = {'SLURM_JOB_ID': '1234', 'SLURM_STEP_ID': '1', 'SLURM_STEP_NUM_TASKS': '2',
+              'SLURM_STEP_NODELIST': 'n[1-2]', 'SLURM_STEP_TASKS_PER_NODE': '1(x2)'}
+
+
+def test_under_slurm_task_0_is_the_dispatcher_and_the_others_its_workers():
+  slurm = ServerConfig(addressing='slurm', work_dir='/runs/x/data_service',
+                       address_file='/runs/x/dispatcher')
+  top = 20000 + 1234 % 2500 * 16 + 15   # deployment/slurm_env.py: the slot's top port.
+  dispatcher, address = with_addressing(slurm, dict(SLURM_TASK, SLURM_PROCID='0'))
+  check_server_config(dispatcher)
+  assert (dispatcher.role, dispatcher.port, address) == ('dispatcher', top, 'n1:%d' % top)
+  assert dispatcher.work_dir == '/runs/x/data_service'
+  worker, address = with_addressing(slurm, dict(SLURM_TASK, SLURM_PROCID='1'))
+  check_server_config(worker)
+  assert (worker.role, worker.port, worker.worker_address, worker.dispatcher_address) == (
+      'worker', top, 'n2:%d' % top, 'n1:%d' % top)
+  assert (worker.work_dir, worker.address_file) == ('', '')
+  assert with_addressing(ServerConfig(**WORKER), {}) == (ServerConfig(**WORKER), None)
+
+
+@pytest.mark.parametrize('flags, environ, named', [
+    (dict(addressing='slurm', role='worker'), SLURM_TASK, 'drop --role'),
+    (dict(addressing='slurm', port=5050), SLURM_TASK, 'drop --port'),
+    (dict(addressing='slurm'), {}, '--addressing=slurm needs an srun step'),
+    (dict(addressing='slurm'), dict(SLURM_TASK, SLURM_PROCID='0', SLURM_STEP_NODELIST='n['),
+     "SLURM_STEP_NODELIST='n\\['"),
+    (dict(addressing='k8s'), {}, "--addressing='k8s' must be one of flags, slurm"),
+])
+def test_slurm_addressing_mistakes_are_one_line(flags, environ, named):
+  with pytest.raises(ConfigError, match=named):
+    with_addressing(ServerConfig(**flags), dict(environ, SLURM_PROCID='0') if environ
+                    and 'SLURM_PROCID' not in environ else environ)
