@@ -11,7 +11,8 @@ import subprocess
 from benchmarks.input_pipeline import baselines, converter, tf_module
 
 # (measured, baseline, target or None); 'folder' is the faster frame-folder loader.
-_CLIP_RATIOS = (('clip_pipeline', 'decode_bound', 0.8), ('clip_pipeline', 'folder', 2.0),
+# 0.9 of the decode bound: issue 23 (0.8 before it).
+_CLIP_RATIOS = (('clip_pipeline', 'decode_bound', 0.9), ('clip_pipeline', 'folder', 2.0),
                 ('clip_pipeline', 'frame_folder_i3d_code', None),
                 ('clip_pipeline_cpu_consumer', 'decode_bound', None),
                 ('clip_pipeline_cpu_consumer', 'folder', None),
@@ -64,10 +65,12 @@ def print_clips(settings, samples, small_call_speed):
   common = {'batch_size': settings.batch_size,
             'clip': [frames, settings.crop_size, settings.crop_size, 3]}
   extra = _clip_extras(settings, samples, small_call_speed)
+  cores = len(os.sched_getaffinity(0))  # Every measurement may use all of them.
   for name, values in samples.items():
-    print(json.dumps(dict({'measurement': name, 'clips_per_sec':
-                           round(statistics.median(values), 2),
-                           'rounds': [round(v, 2) for v in values]},
+    median = statistics.median(values)
+    print(json.dumps(dict({'measurement': name, 'clips_per_sec': round(median, 2),
+                           'clips_per_sec_per_core': round(median / cores, 2),
+                           'cores': cores, 'rounds': [round(v, 2) for v in values]},
                           **common, **extra[name])))
   folder = max(('frame_folder_python', 'frame_folder_tfdata'),
                key=lambda name: statistics.median(samples[name]))

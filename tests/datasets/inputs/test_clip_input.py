@@ -485,3 +485,33 @@ def test_random_flip_off_never_flips(rgb, flow):
     deferred = _batches(_training(split, random_flip=False, deferred=True), limit=2)
     for (clips, _), (raw, _, _) in zip(finished, deferred):
       np.testing.assert_allclose(raw / 127.5 - 1.0, clips, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize('modality', ['rgb', 'flow'])
+def test_a_window_decoded_alone_is_the_whole_decode_cut_at_every_offset(modality):
+  # Chroma-subsampled rgb (4:2:0, as the converter's frames) is where libjpeg's upsampling
+  # reads across a window's edge; flow frames are grey. Textured, odd-sized frames, so
+  # windows start and end inside and on the 8- and 16-pixel block rows and columns.
+  rng = np.random.RandomState(7)
+  height, width, size = 41, 53, 24
+  smooth = np.kron(rng.randint(0, 256, (6, 7, 3)), np.ones((8, 8, 1)))[:height, :width]
+  frame = np.clip(smooth + rng.randint(-40, 41, smooth.shape), 0, 255).astype(np.uint8)
+  jpegs = []
+  for image in ([frame] if modality == 'rgb' else [frame[..., 0], frame[..., 1]]):
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format='JPEG', quality=90, subsampling=2)
+    jpegs.append(buffer.getvalue())
+  offsets = tf.placeholder(tf.int32, [2])
+  values = tf.constant([jpegs[0]] if modality == 'rgb' else [jpegs])
+  window, decoded = clip_input.decode_and_crop_frames(
+      values, modality, size, lambda frame_height, frame_width: (offsets[0], offsets[1]))
+  whole = tf.concat([tf.io.decode_jpeg(jpeg, dct_method='INTEGER_ACCURATE') for jpeg in jpegs],
+                    axis=-1)
+  with tf.Session() as sess:
+    expected_frame = sess.run(whole)
+    for y in range(height - size + 1):
+      for x in range(width - size + 1):
+        got, ok = sess.run([window, decoded], {offsets: [y, x]})
+        assert ok.all()
+        np.testing.assert_array_equal(got[0], expected_frame[y:y + size, x:x + size],
+                                      err_msg='window at (%d, %d)' % (y, x))
