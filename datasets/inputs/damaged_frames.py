@@ -4,9 +4,10 @@ reported, never the whole input pipeline ended.
 One JPEG that does not decode (a frame cut short or overwritten inside a record whose CRC
 is fine) makes `tf.io.decode_jpeg` fail, and one failing op ends a tf.data pipeline, so a
 whole training run. `Dataset.ignore_errors()` would drop that element, but nothing would
-then say which video it was. Here each chosen frame is decoded as an element of a small
-dataset of its own, with errors ignored inside it: the clip comes back with a flag per
-frame, in the same map call that still holds the video's id and shard file.
+then say which video it was. Here the chosen frames are decoded in one loop inside a
+one-element dataset with errors ignored, and, only when that fails, each as an element of
+a small dataset of its own: the clip comes back with a flag per frame, in the same map
+call that still holds the video's id and shard file.
 
   map_checked(values, fn, ...)   fn on each row of `values`, carrying on past rows it fails
                                  on: (outputs, zeros where it failed; ok bool per row)
