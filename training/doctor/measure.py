@@ -13,7 +13,10 @@ alternating rounds.
 
 Every session is opened first; then an untimed round runs `doctor_warmup_steps` steps of
 every component in turn (caches, shuffle buffers, thread pools), and each timed round
-runs `doctor_steps` steps of every component in turn. A component's figure is its median
+runs `doctor_steps` steps of every component in turn, each after a lead-in of untimed
+steps that takes what its pipeline made while the others ran (`Component.lead_in`:
+LOCAL_BUFFER batches of a local pipeline, SERVICE_BUFFER from a tf.data service), so no
+figure counts batches made in another component's time. A component's figure is its median
 over the timed rounds, so all of them see the same machine (a shared machine's speed
 moves by 15 % and more within a minute). Rates count every clone's examples:
 batch_size x clones / seconds per step. A component that runs out of memory
@@ -36,12 +39,18 @@ from tf_compat import tf
 from training import optimization
 from training.train import build_training_graph
 
-__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'Measurement', 'Component', 'session_config_for',
-           'with_clones', 'input_component', 'step_component', 'measure']
+__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'Measurement',
+           'Component', 'session_config_for', 'with_clones', 'buffered_batches',
+           'input_component', 'step_component', 'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
 FULL = 'full training step'
+# Batches a pipeline holds ready after idling: its prefetch of 2 and the one being made.
+LOCAL_BUFFER = 3
+# From a tf.data service: 9 to 10 batches came at once from one data worker left idle for
+# 15 s (the pipeline's prefetch, the worker's buffer, the trainer's outstanding requests).
+SERVICE_BUFFER = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +81,8 @@ class Measurement:
 @dataclasses.dataclass
 class Component:
   """What one measurement runs: a graph, its init op and the fetch of one step (and, of a
-  training step, the seconds its draws waited for input so far)."""
+  training step, the seconds its draws waited for input so far); `lead_in`, the untimed
+  steps before each timed round (`buffered_batches`)."""
   name: str
   num_clones: Optional[int]
   examples_per_step: int
@@ -82,6 +92,7 @@ class Component:
   session_config: tf.ConfigProto
   session: Optional[tf.Session] = None
   input_wait: object = None
+  lead_in: int = 0
 
 
 def session_config_for(config, deploy_config):
@@ -110,6 +121,14 @@ def with_clones(config, setup, num_clones, synthetic):
   return config, setup
 
 
+def buffered_batches(setup):
+  """Batches setup.input's pipeline may hold ready after idling: 0 for SyntheticInput,
+  SERVICE_BUFFER with a tf.data service, LOCAL_BUFFER otherwise."""
+  if isinstance(setup.input, SyntheticInput):
+    return 0
+  return SERVICE_BUFFER if setup.input_settings.service else LOCAL_BUFFER
+
+
 def input_component(config, setup, session_config=None):
   """The input pipeline alone: batches of setup.input pulled on the inputs device. A group
   of the batch's tensors is run, so a video batch is not copied into Python for nothing."""
@@ -120,7 +139,8 @@ def input_component(config, setup, session_config=None):
       batch = tf.data.make_one_shot_iterator(dataset).get_next()
       fetch = tf.group(*tf.nest.flatten(batch))
   return Component(INPUT, None, setup.input_settings.batch_size, graph, None, fetch,
-                   session_config or session_config_for(config, setup.deploy_config))
+                   session_config or session_config_for(config, setup.deploy_config),
+                   lead_in=buffered_batches(setup))
 
 
 def step_component(config, setup, session_config=None):
@@ -137,7 +157,7 @@ def step_component(config, setup, session_config=None):
   examples = config.batch_size * num_clones * config.num_micro_batches
   return Component(name, num_clones, examples, graph, init, built.train_op,
                    session_config or session_config_for(config, setup.deploy_config),
-                   input_wait=built.input_wait)
+                   input_wait=built.input_wait, lead_in=buffered_batches(setup))
 
 
 def _seconds_per_step(component, steps):
@@ -180,7 +200,8 @@ def _result(component, rates, shares, error=None):
 
 def _rounds(components, settings, errors):
   """([examples/sec per timed round], [input-wait share per timed round]) per component:
-  one untimed round of warm-up steps, then the timed rounds, every component in turn. A
+  one untimed round of warm-up steps, then the timed rounds, every component in turn
+  (each after its untimed lead-in). A
   component that runs out of memory is recorded in `errors` (by index) and left out of
   the next rounds."""
   rates, shares = [[] for _ in components], [[] for _ in components]
@@ -190,6 +211,8 @@ def _rounds(components, settings, errors):
       if index in errors or not steps:
         continue
       try:
+        for _ in range(component.lead_in if round_index else 0):
+          component.session.run(component.fetch)
         seconds, share = _seconds_per_step(component, steps)
       except tf.errors.ResourceExhaustedError as error:
         errors[index] = error
