@@ -5,7 +5,7 @@
 
 This process is the trainer, pinned to --trainer_core; one data worker and its dispatcher
 (`python -m datasets.data_service`) run pinned to --worker_core. The training is a narrow
-I3D (depth 0.125) on 64-frame clips cropped to 32 x 32 from 256 x 341 JPEG frames: the
+I3D (depth 0.125) on 64-frame clips cropped to 40 x 40 from 256 x 341 JPEG frames: the
 decode of a batch costs about what the model's step does, so on one core local input
 about halves the step rate, and the service can give it back. Both trainings are timed by
 the doctor's harness (training/doctor/measure.py) in one run: the input pipeline alone,
@@ -62,7 +62,7 @@ class DataServiceBenchSettings:
   # Training.
   depth_multiplier: float = param(0.125, 'I3D width.')
   clip_frames: int = param(64, 'Frames per clip.')
-  train_image_size: int = param(32, 'Crop size of the clips.')
+  train_image_size: int = param(40, 'Crop size of the clips.')
   batch_size: int = param(8, 'Clips per step.')
   num_preprocessing_threads: int = param(1, 'Parallel clips of the pipeline (one core '
                                          'each side).')
@@ -186,7 +186,10 @@ def pin_this_process(core):
   returns the threads' count."""
   threads = os.listdir('/proc/self/task')
   for thread in threads:
-    os.sched_setaffinity(int(thread), {core})
+    try:
+      os.sched_setaffinity(int(thread), {core})
+    except ProcessLookupError:  # The thread ended meanwhile.
+      pass
   return len(threads)
 
 
@@ -196,7 +199,7 @@ def unpinned_threads(core):
   for thread in os.listdir('/proc/self/task'):
     try:
       count += os.sched_getaffinity(int(thread)) != {core}
-    except OSError:  # The thread ended meanwhile.
+    except ProcessLookupError:  # The thread ended meanwhile.
       pass
   return count
 

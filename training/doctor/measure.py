@@ -41,7 +41,7 @@ from training.train import build_training_graph
 
 __all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'Measurement',
            'Component', 'session_config_for', 'with_clones', 'buffered_batches',
-           'input_component', 'step_component', 'measure']
+           'own_service_job', 'input_component', 'step_component', 'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
@@ -129,9 +129,24 @@ def buffered_batches(setup):
   return SERVICE_BUFFER if setup.input_settings.service else LOCAL_BUFFER
 
 
+def own_service_job(setup, component):
+  """`setup` whose tf.data service job (if any) is `component`'s own. Two iterators of one
+  job share its stream: the idle one keeps drawing batches into its buffer while the other
+  is timed (it took half the data worker's batches), and a training of the same train_dir
+  would lose batches to the doctor."""
+  service = setup.input_settings.service
+  if service is None:
+    return setup
+  service = dataclasses.replace(service, job_name='%s, doctor: %s' % (service.job_name,
+                                                                      component))
+  return dataclasses.replace(setup, input_settings=dataclasses.replace(
+      setup.input_settings, service=service))
+
+
 def input_component(config, setup, session_config=None):
   """The input pipeline alone: batches of setup.input pulled on the inputs device. A group
   of the batch's tensors is run, so a video batch is not copied into Python for nothing."""
+  setup = own_service_job(setup, INPUT)
   graph = tf.Graph()
   with graph.as_default():
     with tf.device(setup.deploy_config.inputs_device()):
@@ -148,12 +163,13 @@ def step_component(config, setup, session_config=None):
   setup's input is a SyntheticInput, else FULL. Variables start from their initializers
   (a fine-tuning checkpoint would not change the speed)."""
   num_clones = setup.deploy_config.num_clones
+  name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
+  setup = own_service_job(setup, name)
   graph = tf.Graph()
   with graph.as_default():
     built = build_training_graph(config, setup)
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                     tf.tables_initializer())
-  name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
   examples = config.batch_size * num_clones * config.num_micro_batches
   return Component(name, num_clones, examples, graph, init, built.train_op,
                    session_config or session_config_for(config, setup.deploy_config),
