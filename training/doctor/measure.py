@@ -39,9 +39,10 @@ from tf_compat import tf
 from training import optimization
 from training.train import build_training_graph
 
-__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'Measurement',
-           'Component', 'session_config_for', 'with_clones', 'buffered_batches',
-           'own_service_job', 'input_component', 'step_component', 'measure']
+__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'SERVICE_REQUESTS',
+           'Measurement', 'Component', 'session_config_for', 'with_clones',
+           'buffered_batches', 'own_service_job', 'input_component', 'step_component',
+           'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
@@ -51,6 +52,10 @@ LOCAL_BUFFER = 3
 # From a tf.data service: 9 to 10 batches came at once from one data worker left idle for
 # 15 s (the pipeline's prefetch, the worker's buffer, the trainer's outstanding requests).
 SERVICE_BUFFER = 12
+# The outstanding requests of each doctor reader of a tf.data service. TensorFlow's own
+# limit grows while a reader waits: an idle input-alone reader had more than 22 batches
+# made for it, on the data worker's core, while the full step starved (66 % input wait).
+SERVICE_REQUESTS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,15 +135,18 @@ def buffered_batches(setup):
 
 
 def own_service_job(setup, component):
-  """`setup` whose tf.data service job (if any) is `component`'s own. Two iterators of one
-  job share its stream: the idle one keeps drawing batches into its buffer while the other
-  is timed (it took half the data worker's batches), and a training of the same train_dir
-  would lose batches to the doctor."""
+  """`setup` whose tf.data service job (if any) is `component`'s own, read with at most
+  SERVICE_REQUESTS outstanding requests. Two iterators of one job share its stream: the
+  idle one keeps drawing batches into its buffer while the other is timed (it took half
+  the data worker's batches), and a training of the same train_dir would lose batches to
+  the doctor; an idle reader of a job of its own still has batches made for it until its
+  requests are answered."""
   service = setup.input_settings.service
   if service is None:
     return setup
-  service = dataclasses.replace(service, job_name='%s, doctor: %s' % (service.job_name,
-                                                                      component))
+  service = dataclasses.replace(
+      service, job_name='%s, doctor: %s' % (service.job_name, component),
+      max_outstanding_requests=SERVICE_REQUESTS)
   return dataclasses.replace(setup, input_settings=dataclasses.replace(
       setup.input_settings, service=service))
 
