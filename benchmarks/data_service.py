@@ -14,7 +14,9 @@ alone and the full step read from the service, every one in turn in each round, 
 discarded warm-up round; each round's service/local ratio of the full step's steps/s, and
 their median, is the figure (target >= 1.6x). The doctor's rules (verdicts.decide) judge
 each configuration on these measurements, so both input verdicts come from the same run.
-The data worker's input alone is the per-core figure of the cores-per-GPU arithmetic.
+The data worker's input alone is the per-core figure of the cores-per-GPU arithmetic; it
+can run high in late rounds (the worker makes batches for the idle input-alone job while
+the others are timed; docs/benchmarks.md), so the local pipeline alone is printed beside.
 
 Data: `make_synthetic_videos` (240 x 320) converted by `convert_videos` at short side 256,
 the frames the GPU arithmetic of docs/data_service.md counts. Prints one JSON line per
