@@ -160,7 +160,11 @@ class PinnedService:
     self.address = 'localhost:%d' % port
     # Started together (a worker retries until the dispatcher answers): each process
     # spends seconds importing TensorFlow.
-    self._start('data_worker', '--role=worker', '--dispatcher_address=' + self.address)
+    try:
+      self._start('data_worker', '--role=worker', '--dispatcher_address=' + self.address)
+    except BaseException:
+      self.__exit__()  # No `with` body runs, so nothing else would end the dispatcher.
+      raise
     return self
 
   def wait(self):
