@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-gpu clean
+.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -148,7 +148,7 @@ stress: setup
 chaos: setup
 	$(PY) -m benchmarks.chaos
 
-# Every benchmark of docs/benchmarks.md and the capacity of docs/cluster.md (about 30
+# Every benchmark of docs/benchmarks.md and the capacity of docs/cluster.md (about 35
 # minutes; run it on a quiet machine).
 bench: setup
 	$(PY) -m benchmarks.clones
@@ -156,6 +156,7 @@ bench: setup
 	$(PY) -m benchmarks.input_pipeline --long_videos
 	$(PY) -m benchmarks.cluster
 	$(PY) -m benchmarks.capacity
+	$(PY) -m benchmarks.data_service
 
 # float32 vs float16 vs bfloat16, XLA off and on, 1..N GPUs, for I3D 64x224x224 and
 # cifarnet (docs/benchmarks.md); without a GPU a CPU smoke check at small sizes.
@@ -165,6 +166,11 @@ bench-gpu: setup
 # 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
 bench-cluster: setup
 	$(PY) -m benchmarks.cluster
+
+# Local input against one pinned data worker of a tf.data service, trainer on core 0, the
+# worker on core 1 (docs/benchmarks.md; about 5 minutes).
+bench-data-service: setup
+	$(PY) -m benchmarks.data_service
 
 clean:
 	rm -rf runs .pytest_cache

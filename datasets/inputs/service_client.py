@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import re
 import socket
+from typing import Optional
 
 import grpc
 
@@ -38,10 +39,13 @@ _GET_WORKERS = '/tensorflow.data.DispatcherService/GetWorkers'
 class ServiceSettings:
   """Where a trainer's input comes from: the dispatcher's host:port, one of SHARDINGS, and
   the job's name (trainers naming the same job share its stream: with dynamic sharding
-  they share each epoch)."""
+  they share each epoch); `max_outstanding_requests`, the batches this reader may have
+  asked for and not yet taken (None: TensorFlow's, which grows while the reader waits;
+  the doctor bounds it so that an idle reader stops taking a data worker's time)."""
   address: str
   sharding: str = 'dynamic'
   job_name: str = 'train'
+  max_outstanding_requests: Optional[int] = None
 
 
 def _policy(sharding):
@@ -54,7 +58,7 @@ def distribute(dataset, service):
   ServiceSettings; the elements are the same, their order is the workers'."""
   return dataset.apply(tf.data.experimental.service.distribute(
       processing_mode=_policy(service.sharding), service='grpc://' + service.address,
-      job_name=service.job_name))
+      job_name=service.job_name, max_outstanding_requests=service.max_outstanding_requests))
 
 
 def shard_hint(files, service):

@@ -13,7 +13,10 @@ alternating rounds.
 
 Every session is opened first; then an untimed round runs `doctor_warmup_steps` steps of
 every component in turn (caches, shuffle buffers, thread pools), and each timed round
-runs `doctor_steps` steps of every component in turn. A component's figure is its median
+runs `doctor_steps` steps of every component in turn, each after a lead-in of untimed
+steps that takes what its pipeline made while the others ran (`Component.lead_in`:
+LOCAL_BUFFER batches of a local pipeline, SERVICE_BUFFER from a tf.data service), so no
+figure counts batches made in another component's time. A component's figure is its median
 over the timed rounds, so all of them see the same machine (a shared machine's speed
 moves by 15 % and more within a minute). Rates count every clone's examples:
 batch_size x clones / seconds per step. A component that runs out of memory
@@ -36,12 +39,23 @@ from tf_compat import tf
 from training import optimization
 from training.train import build_training_graph
 
-__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'Measurement', 'Component', 'session_config_for',
-           'with_clones', 'input_component', 'step_component', 'measure']
+__all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'SERVICE_REQUESTS',
+           'Measurement', 'Component', 'session_config_for', 'with_clones',
+           'buffered_batches', 'own_service_job', 'input_component', 'step_component',
+           'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
 FULL = 'full training step'
+# Batches a pipeline holds ready after idling: its prefetch of 2 and the one being made.
+LOCAL_BUFFER = 3
+# From a tf.data service: 9 to 10 batches came at once from one data worker left idle for
+# 15 s (the pipeline's prefetch, the worker's buffer, the trainer's outstanding requests).
+SERVICE_BUFFER = 12
+# The outstanding requests of each doctor reader of a tf.data service. TensorFlow's own
+# limit grows while a reader waits: an idle input-alone reader had more than 22 batches
+# made for it, on the data worker's core, while the full step starved (66 % input wait).
+SERVICE_REQUESTS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +86,8 @@ class Measurement:
 @dataclasses.dataclass
 class Component:
   """What one measurement runs: a graph, its init op and the fetch of one step (and, of a
-  training step, the seconds its draws waited for input so far)."""
+  training step, the seconds its draws waited for input so far); `lead_in`, the untimed
+  steps before each timed round (`buffered_batches`)."""
   name: str
   num_clones: Optional[int]
   examples_per_step: int
@@ -82,6 +97,7 @@ class Component:
   session_config: tf.ConfigProto
   session: Optional[tf.Session] = None
   input_wait: object = None
+  lead_in: int = 0
 
 
 def session_config_for(config, deploy_config):
@@ -110,9 +126,35 @@ def with_clones(config, setup, num_clones, synthetic):
   return config, setup
 
 
+def buffered_batches(setup):
+  """Batches setup.input's pipeline may hold ready after idling: 0 for SyntheticInput,
+  SERVICE_BUFFER with a tf.data service, LOCAL_BUFFER otherwise."""
+  if isinstance(setup.input, SyntheticInput):
+    return 0
+  return SERVICE_BUFFER if setup.input_settings.service else LOCAL_BUFFER
+
+
+def own_service_job(setup, component):
+  """`setup` whose tf.data service job (if any) is `component`'s own, read with at most
+  SERVICE_REQUESTS outstanding requests. Two iterators of one job share its stream: the
+  idle one keeps drawing batches into its buffer while the other is timed (it took half
+  the data worker's batches), and a training of the same train_dir would lose batches to
+  the doctor; an idle reader of a job of its own still has batches made for it until its
+  requests are answered."""
+  service = setup.input_settings.service
+  if service is None:
+    return setup
+  service = dataclasses.replace(
+      service, job_name='%s, doctor: %s' % (service.job_name, component),
+      max_outstanding_requests=SERVICE_REQUESTS)
+  return dataclasses.replace(setup, input_settings=dataclasses.replace(
+      setup.input_settings, service=service))
+
+
 def input_component(config, setup, session_config=None):
   """The input pipeline alone: batches of setup.input pulled on the inputs device. A group
   of the batch's tensors is run, so a video batch is not copied into Python for nothing."""
+  setup = own_service_job(setup, INPUT)
   graph = tf.Graph()
   with graph.as_default():
     with tf.device(setup.deploy_config.inputs_device()):
@@ -120,7 +162,8 @@ def input_component(config, setup, session_config=None):
       batch = tf.data.make_one_shot_iterator(dataset).get_next()
       fetch = tf.group(*tf.nest.flatten(batch))
   return Component(INPUT, None, setup.input_settings.batch_size, graph, None, fetch,
-                   session_config or session_config_for(config, setup.deploy_config))
+                   session_config or session_config_for(config, setup.deploy_config),
+                   lead_in=buffered_batches(setup))
 
 
 def step_component(config, setup, session_config=None):
@@ -128,16 +171,17 @@ def step_component(config, setup, session_config=None):
   setup's input is a SyntheticInput, else FULL. Variables start from their initializers
   (a fine-tuning checkpoint would not change the speed)."""
   num_clones = setup.deploy_config.num_clones
+  name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
+  setup = own_service_job(setup, name)
   graph = tf.Graph()
   with graph.as_default():
     built = build_training_graph(config, setup)
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                     tf.tables_initializer())
-  name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
   examples = config.batch_size * num_clones * config.num_micro_batches
   return Component(name, num_clones, examples, graph, init, built.train_op,
                    session_config or session_config_for(config, setup.deploy_config),
-                   input_wait=built.input_wait)
+                   input_wait=built.input_wait, lead_in=buffered_batches(setup))
 
 
 def _seconds_per_step(component, steps):
@@ -180,7 +224,8 @@ def _result(component, rates, shares, error=None):
 
 def _rounds(components, settings, errors):
   """([examples/sec per timed round], [input-wait share per timed round]) per component:
-  one untimed round of warm-up steps, then the timed rounds, every component in turn. A
+  one untimed round of warm-up steps, then the timed rounds, every component in turn
+  (each after its untimed lead-in). A
   component that runs out of memory is recorded in `errors` (by index) and left out of
   the next rounds."""
   rates, shares = [[] for _ in components], [[] for _ in components]
@@ -190,6 +235,8 @@ def _rounds(components, settings, errors):
       if index in errors or not steps:
         continue
       try:
+        for _ in range(component.lead_in if round_index else 0):
+          component.session.run(component.fetch)
         seconds, share = _seconds_per_step(component, steps)
       except tf.errors.ResourceExhaustedError as error:
         errors[index] = error

@@ -8,8 +8,12 @@ The rules, first match wins (N = the clone count the flags ask for):
                   at most FULL_OVER_INPUT (1.25) x the input's rate: data arrive slower
                   than the model takes them, and training runs at the data's pace; or the
                   full step waited for input more than INPUT_WAIT (0.5) of its time (the
-                  trainer's own measure, its progress lines' input wait): the pipeline
-                  keeps up alone but not beside the model, which takes its cores;
+                  trainer's own measure, its progress lines' input wait), or it ran
+                  below FULL_SHARE (0.67) x the synthetic step in more than half the
+                  rounds (each round's pair, timed back to back): the pipeline keeps up
+                  alone but not beside the model, which shares its cores (on one core the
+                  draws find a batch ready and the input wait stays low, yet every step
+                  pays for the decoding);
   clone overhead  N > 1 clones on synthetic data give less than CLONES_GAIN (1.2) x one
                   clone's examples/sec: more clones, no more work done;
   compute-bound   otherwise: the model step is the limit, the input keeps up.
@@ -18,14 +22,15 @@ run, and a verdict must not flip with them.
 """
 
 import dataclasses
+import statistics
 from typing import Tuple
 
 from deployment.placement import short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
 __all__ = ['INPUT_BOUND', 'COMPUTE_BOUND', 'CLONE_OVERHEAD', 'MEMORY', 'VERDICTS',
-           'INPUT_SHARE', 'FULL_OVER_INPUT', 'INPUT_WAIT', 'CLONES_GAIN', 'Verdict',
-           'decide']
+           'INPUT_SHARE', 'FULL_OVER_INPUT', 'INPUT_WAIT', 'FULL_SHARE', 'CLONES_GAIN',
+           'Verdict', 'decide']
 
 INPUT_BOUND = 'input-bound'
 COMPUTE_BOUND = 'compute-bound'
@@ -36,6 +41,7 @@ VERDICTS = (INPUT_BOUND, COMPUTE_BOUND, CLONE_OVERHEAD, MEMORY)
 INPUT_SHARE = 0.8
 FULL_OVER_INPUT = 1.25
 INPUT_WAIT = 0.5
+FULL_SHARE = 0.67
 CLONES_GAIN = 1.2
 
 
@@ -113,9 +119,9 @@ def _slow_pipeline(input_rate, model_rate, full_rate):
   return full_rate is None or full_rate <= FULL_OVER_INPUT * input_rate
 
 
-def _input_bound(input_rate, model_rate, full_rate, num_clones, full_wait):
+def _input_bound(input_rate, model_rate, full_rate, num_clones, full_wait, slowed):
   if not _slow_pipeline(input_rate, model_rate, full_rate):
-    return _starved_beside_the_model(input_rate, model_rate, full_wait)
+    return _starved_beside_the_model(input_rate, model_rate, full_wait, slowed)
   return Verdict(
       INPUT_BOUND, 'the input pipeline alone gives %.1f examples/sec, %.2fx the model step '
       'on synthetic data with %d clone(s) (%.1f); the full step runs at %s%s' % (
@@ -128,15 +134,36 @@ def _input_bound(input_rate, model_rate, full_rate, num_clones, full_wait):
       'cheaper to decode (smaller frames or images at conversion).')
 
 
-def _starved_beside_the_model(input_rate, model_rate, full_wait):
-  if full_wait is None or full_wait <= INPUT_WAIT:
+def _slowed_rounds(measurements, num_clones):
+  """(rounds in which the full step ran below FULL_SHARE x the synthetic step at
+  `num_clones`, rounds compared, median of the per-round ratios or None)."""
+  done = [m for m in measurements if m.examples_per_sec is not None]
+  full = next((m for m in done if m.component == FULL), None)
+  model = next((m for m in done if m.component == SYNTHETIC and m.num_clones == num_clones),
+               None)
+  if full is None or model is None:
+    return 0, 0, None
+  shares = [f / s for f, s in zip(full.round_rates, model.round_rates)]
+  return (sum(share < FULL_SHARE for share in shares), len(shares),
+          statistics.median(shares) if shares else None)
+
+
+def _starved_beside_the_model(input_rate, model_rate, full_wait, slowed):
+  below, rounds, share = slowed
+  waited = full_wait is not None and full_wait > INPUT_WAIT
+  if not waited and not 2 * below > rounds:
     return None
   alone = ('%.2fx' % (input_rate / model_rate)) if input_rate and model_rate else 'n/a'
+  if waited:
+    how = ('the full step waited for input %.0f%% of its time (the progress lines\' input '
+           'wait)' % (100 * full_wait))
+  else:
+    how = ('the full step ran below %.2fx the model step on synthetic data in %d of %d '
+           'rounds (median %.2fx)%s' % (FULL_SHARE, below, rounds, share, _waited(full_wait)))
   return Verdict(
-      INPUT_BOUND, 'the full step waited for input %.0f%% of its time (the progress lines\' '
-      'input wait), though the input pipeline alone makes %s the model step\'s rate: it '
+      INPUT_BOUND, '%s, though the input pipeline alone makes %s the model step\'s rate: it '
       'keeps up alone, not beside the model, which takes the cores it decodes on' % (
-          100 * full_wait, alone),
+          how, alone),
       ('--num_preprocessing_threads', '--train_image_size', '--clip_frames'),
       'Make the data cheaper to decode (smaller frames or images at conversion, fewer '
       '--clip_frames); raise --num_preprocessing_threads only if cores are left idle.')
@@ -195,6 +222,6 @@ def decide(measurements, num_clones, shared=None, clone_on_cpu=False, num_gpus=0
   return (_memory(measurements)
           or _shared(shared, num_clones, clone_on_cpu, num_gpus)
           or _input_bound(input_rate, synthetic.get(num_clones), full_rate, num_clones,
-                          full_wait)
+                          full_wait, _slowed_rounds(measurements, num_clones))
           or _clone_overhead(synthetic, num_clones, clone_on_cpu)
           or _compute_bound(input_rate, synthetic, num_clones, full_wait))

@@ -20,7 +20,7 @@ from tests.training.test_summaries import wait_shares
 from tests.training.test_train import train_with_timeout
 from tf_compat import tf
 from training.config import TrainConfig
-from training.doctor import diagnosis, verdicts
+from training.doctor import diagnosis, measure, verdicts
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 from training.doctor.settings import DoctorSettings
 from training.setup import check_train_config
@@ -30,6 +30,14 @@ pytestmark = pytest.mark.slow
 SLEEP_SECS = 0.5
 BATCH = 8
 SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_lead_in(monkeypatch):
+  """No untimed lead-in before each round: the starved pipeline makes a batch in 0.5 s, so
+  a lead-in of measure.LOCAL_BUFFER batches cost these tests 27 s, and their margins held
+  without one (tests/training/doctor/test_data_service.py runs a lead-in)."""
+  monkeypatch.setattr(measure, 'LOCAL_BUFFER', 0)
 
 
 def _config(digits_dir, tmp_path, **overrides):

@@ -81,3 +81,32 @@ def test_clones_sharing_a_device_are_clone_overhead_before_any_rate(clone_on_cpu
   assert verdict.name == verdicts.CLONE_OVERHEAD
   assert verdict.flags == flags
   assert 'clones 0, 1 on /device:CPU:0' in verdict.reason
+
+
+def _paired(input_rate, model_rounds, full_rounds, full_wait=0.03):
+  """One clone's measurements with per-round rates: the model step on synthetic data and
+  the full step, round i of each timed back to back."""
+  median = lambda rates: sorted(rates)[len(rates) // 2]
+  return [Measurement(INPUT, None, input_rate, 1.0),
+          Measurement(SYNTHETIC, 1, median(model_rounds), 1.0, tuple(model_rounds)),
+          Measurement(FULL, 1, median(full_rounds), 1.0, tuple(full_rounds),
+                      input_wait_share=full_wait)]
+
+
+def test_a_full_step_slowed_by_the_decode_beside_it_is_input_bound_though_it_never_waited():
+  """One core: the pipeline keeps up alone (1.2x), the draws find batches ready (3 %),
+  and yet the full step runs at half the model's pace in 4 of 5 rounds."""
+  rows = _paired(24.0, [20.0, 21.0, 19.0, 20.0, 22.0], [10.0, 11.0, 15.0, 9.0, 10.0])
+  verdict = verdicts.decide(rows, 1)
+  assert verdict.name == verdicts.INPUT_BOUND
+  assert 'in 4 of 5 rounds (median 0.50x)' in verdict.reason
+  assert '--num_preprocessing_threads' in verdict.flags
+
+
+@pytest.mark.parametrize('full_rounds', [
+    [20.0, 21.0, 19.0, 20.0, 22.0],   # at the model's pace: compute-bound
+    [10.0, 11.0, 19.0, 20.0, 22.0],   # slowed in 2 of 5 rounds only (a busy minute)
+])
+def test_a_full_step_slowed_in_at_most_half_the_rounds_is_not_input_bound(full_rounds):
+  rows = _paired(24.0, [20.0, 21.0, 19.0, 20.0, 22.0], full_rounds)
+  assert verdicts.decide(rows, 1).name == verdicts.COMPUTE_BOUND
