@@ -348,56 +348,22 @@ def _flip_where(clips, flips, modality):
   return result
 
 
-# Pixels decoded beyond each edge of a window: libjpeg's fancy upsampling of 2x-subsampled
-# chroma reads the next chroma sample (2 pixels) across an edge, so a window decoded with
-# this margin and then cut holds a whole decode's pixels (tests/datasets/inputs/
-# test_clip_input.py compares them at every offset).
-_WINDOW_MARGIN = 2
-
-
-def _decode(jpeg, channels, region=None):
-  """uint8 [h, w, channels]: the whole JPEG, or only `region` int32 [y, x, h, w] of it.
+def _decoder(modality):
+  """-> fn(one frame's JPEG: string [] rgb, [2] flow u, v) -> uint8 [H, W, C].
 
   The accurate integer DCT gives the pixels of libjpeg's default (Pillow, OpenCV), which
   the published I3D loaders used; TensorFlow's default fast DCT is up to 4 levels off and
-  was no faster here.
+  was no faster here. Frames are decoded whole: decode_and_crop_jpeg decodes only the
+  window (its pixels differ near the window's edges in chroma-subsampled JPEGs unless 2
+  more pixels are decoded on each side), and alone it was 10 % faster on 256 x 341 frames,
+  but the training pipeline ran at 0.85x with it (docs/benchmarks.md, issue 23).
   """
-  if region is None:
+  def grey_or_rgb(jpeg, channels):
     return tf.io.decode_jpeg(jpeg, channels=channels, dct_method='INTEGER_ACCURATE')
-  return tf.image.decode_and_crop_jpeg(jpeg, region, channels=channels,
-                                       dct_method='INTEGER_ACCURATE')
 
-
-def _frame_window(modality, size, offsets_fn):
-  """-> fn(one frame's JPEG: string [] rgb, [2] flow u, v) -> uint8 [size, size, C], the
-  window at offsets_fn(height, width).
-
-  Only the window (and its margin) is decoded: libjpeg skips the rows below it and the
-  colour work of the columns beside it, and no whole frame is written and then copied
-  from; that is 10 to 20 % of a 224 window's decode on 256 x 341 frames. A frame whose
-  short side is below `size` is decoded whole and resized first (`_resize_then_crop`).
-  """
-  def decode(frame, region=None):
-    if modality == 'rgb':
-      return _decode(frame, 3, region)
-    return tf.concat([_decode(frame[0], 1, region), _decode(frame[1], 1, region)], axis=-1)
-
-  def window(frame):
-    shape = tf.io.extract_jpeg_shape(frame if modality == 'rgb' else frame[0])
-    height, width = shape[0], shape[1]
-
-    def decode_window():
-      y, x = offsets_fn(height, width)
-      top, left = tf.maximum(y - _WINDOW_MARGIN, 0), tf.maximum(x - _WINDOW_MARGIN, 0)
-      bottom = tf.minimum(y + size + _WINDOW_MARGIN, height)
-      right = tf.minimum(x + size + _WINDOW_MARGIN, width)
-      region = decode(frame, tf.stack([top, left, bottom - top, right - left]))
-      return region[y - top:y - top + size, x - left:x - left + size]
-
-    return tf.cond(tf.minimum(height, width) < size,
-                   lambda: _resize_then_crop(decode(frame), size, offsets_fn), decode_window)
-
-  return window
+  if modality == 'rgb':
+    return lambda jpeg: grey_or_rgb(jpeg, 3)
+  return lambda pair: tf.concat([grey_or_rgb(pair[0], 1), grey_or_rgb(pair[1], 1)], axis=-1)
 
 
 def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
@@ -405,31 +371,43 @@ def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
   -> (uint8 [U, size, size, C], the window at offsets_fn(height, width) -> (y, x) of each
   frame; bool [U], whether the frame decoded: a frame that does not is zeros).
 
-  Only each frame's window is decoded (`_frame_window`), so only windows are ever stacked;
-  a frame whose short side is below `size` is first resized. Frames are decoded one by one
-  as elements of `damaged_frames.map_checked`, so a frame that does not decode costs only
-  itself. This is the one function a GPU JPEG decoder would replace.
+  Each frame is cut to its window right after its decode, so only windows are ever
+  stacked (a third less copying than stacking whole frames); a frame whose short side is
+  below `size` is first resized (`_crop`). Frames are decoded one by one as elements of
+  `damaged_frames.map_checked`, so a frame that does not decode costs only itself.
   """
   channels = video_records.MODALITIES[modality]
-  return damaged_frames.map_checked(jpegs, _frame_window(modality, size, offsets_fn),
-                                    [size, size, channels], tf.uint8)
+  decode = _decoder(modality)
+  return damaged_frames.map_checked(
+      jpegs, lambda jpeg: _crop(decode(jpeg)[None], size, offsets_fn)[0],
+      [size, size, channels], tf.uint8)
 
 
-def _resize_then_crop(image, size, offsets_fn):
-  """uint8 [H, W, C] with short side below `size` -> uint8 [size, size, C]: resized
-  (bilinear, aspect kept, rounded back to uint8) so that the short side is `size`, then
-  the window at offsets_fn of the resized frame."""
-  shape = tf.shape(image)
-  height, width = shape[0], shape[1]
+def _crop(images, size, offsets_fn):
+  """uint8 [U, H, W, C] -> uint8 [U, size, size, C], one window for every frame (the
+  decode step passes one frame at a time, U = 1).
+
+  Frames whose short side is below `size` are first resized (bilinear, aspect kept, rounded
+  back to uint8) so that the short side is `size`.
+  """
+  shape = tf.shape(images)
+  height, width = shape[1], shape[2]
   short = tf.minimum(height, width)
-  # Integer rounding keeps the short side exactly `size`.
-  new_height = (height * size + short // 2) // short
-  new_width = (width * size + short // 2) // short
-  resized = tf.compat.v2.image.resize(image, tf.stack([new_height, new_width]),
-                                      method='bilinear')
-  resized = tf.cast(tf.round(tf.clip_by_value(resized, 0.0, 255.0)), tf.uint8)
-  y, x = offsets_fn(new_height, new_width)
-  return resized[y:y + size, x:x + size, :]
+
+  def window(frames, frames_height, frames_width):
+    y, x = offsets_fn(frames_height, frames_width)
+    return frames[:, y:y + size, x:x + size, :]
+
+  def resize_then_crop():
+    # Integer rounding keeps the short side exactly `size`.
+    new_height = (height * size + short // 2) // short
+    new_width = (width * size + short // 2) // short
+    resized = tf.compat.v2.image.resize(images, tf.stack([new_height, new_width]),
+                                        method='bilinear')
+    resized = tf.cast(tf.round(tf.clip_by_value(resized, 0.0, 255.0)), tf.uint8)
+    return window(resized, new_height, new_width)
+
+  return tf.cond(short < size, resize_then_crop, lambda: window(images, height, width))
 
 
 def _flip_left_right(images, modality):

@@ -489,9 +489,9 @@ def test_random_flip_off_never_flips(rgb, flow):
 
 @pytest.mark.parametrize('modality', ['rgb', 'flow'])
 def test_a_window_decoded_alone_is_the_whole_decode_cut_at_every_offset(modality):
-  # Chroma-subsampled rgb (4:2:0, as the converter's frames) is where libjpeg's upsampling
-  # reads across a window's edge; flow frames are grey. Textured, odd-sized frames, so
-  # windows start and end inside and on the 8- and 16-pixel block rows and columns.
+  # Chroma-subsampled rgb (4:2:0, as the converter's frames), where a decoder that cut
+  # first would read across a window's edge; flow frames are grey. Textured, odd-sized
+  # frames, so windows start and end inside and on the 8- and 16-pixel block boundaries.
   rng = np.random.RandomState(7)
   height, width, size = 41, 53, 24
   smooth = np.kron(rng.randint(0, 256, (6, 7, 3)), np.ones((8, 8, 1)))[:height, :width]
