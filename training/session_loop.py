@@ -462,6 +462,16 @@ class Watchdog:
     if inputs:
       return ('no training step finished for %g s (--step_timeout_secs): no input comes%s%s'
               % (limit, inputs, missing))
+    if self._input_state and phase == 'training' and not missing and not self._sync:
+      # The service answers with data workers, and no parameter server is known to be
+      # silent: blaming one (the line below) was wrong when a restarted dispatcher had not
+      # yet been rejoined, and outside a cluster there is none.
+      return ('no training step finished for %g s (--step_timeout_secs): the step waits for '
+              'its input from the tf.data service, whose dispatcher and data workers answer: '
+              'a restarted dispatcher not yet rejoined, or data workers too slow for the '
+              'step%s (docs/data_service.md)' % (
+                  limit, '' if self._absent_tasks is None else
+                  '; every parameter server answers too, unless one hangs'))
     if phase == 'finishing':
       return ('the end of training (final checkpoint, shutdown) did not finish within %g s '
               '(--step_timeout_secs): a parameter server does not answer%s' % (limit, missing))

@@ -122,7 +122,8 @@ def test_the_watchdog_thread_calls_exit_with_the_verdict():
 
 def test_a_step_timeout_without_input_says_so_and_arms_outside_a_cluster_too():
   """A trainer reading from a tf.data service (training.train passes DataWorkers.describe)
-  says why no step ends when no data worker is left; with workers, the usual reason."""
+  says why no step ends when no data worker is left, and with workers that answer still
+  names the input, not a parameter server (outside a cluster there is none)."""
   clock, stop = Clock(), threading.Event()
   state = ['; the tf.data service at d:1 has no data worker left']
   dog = Watchdog(TIMEOUTS, stop, True, False, exit_fn=None, clock=clock,
@@ -132,5 +133,22 @@ def test_a_step_timeout_without_input_says_so_and_arms_outside_a_cluster_too():
   assert dog.check() == (EXIT_CLUSTER_FAILURE, (
       'no training step finished for 5 s (--step_timeout_secs): no input comes; the '
       'tf.data service at d:1 has no data worker left'))
-  state[0] = ''
-  assert 'a parameter server does not answer' in dog.check()[1]
+  state[0] = ''  # Data workers that answer: the step waits for input all the same.
+  assert dog.check()[1] == (
+      'no training step finished for 5 s (--step_timeout_secs): the step waits for its '
+      'input from the tf.data service, whose dispatcher and data workers answer: a '
+      'restarted dispatcher not yet rejoined, or data workers too slow for the step '
+      '(docs/data_service.md)')
+
+
+@pytest.mark.parametrize('absent, says', [
+    ([], 'every parameter server answers too, unless one hangs'),   # A cluster, all answer.
+    (ABSENT, 'a parameter server does not answer; not answering: ps 1 (h0:2222)'),
+])
+def test_in_a_cluster_with_a_service_a_silent_ps_is_named_else_the_input(absent, says):
+  clock, stop = Clock(), threading.Event()
+  dog = Watchdog(TIMEOUTS, stop, True, False, exit_fn=None, clock=clock,
+                 absent_tasks=lambda: absent, input_state=lambda: '')
+  dog.enter('training')
+  clock.now += TIMEOUTS.step_timeout_secs + 1
+  assert says in dog.check()[1]
