@@ -31,7 +31,6 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from typing import Optional
 import portpicker
 from absl import app, flags
 
+from benchmarks.input_pipeline.report import ratios
 from core import errors
 from core.params import (ConfigError, config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
@@ -244,11 +244,6 @@ def measure_both(settings, local, served):
   return {'local': found[:3], 'service': [found[3], found[1], found[4]]}
 
 
-def _ratios(numerators, denominators):
-  values = [n / d for n, d in zip(numerators, denominators)]
-  return round(statistics.median(values), 3), [round(value, 3) for value in values]
-
-
 def report(settings, found):
   """Prints the measurement, ratio, verdict and arithmetic lines."""
   from training.doctor import verdicts  # pylint: disable=import-outside-toplevel
@@ -267,10 +262,10 @@ def report(settings, found):
                     frames_per_sec=round(row.examples_per_sec * frames, 1))
       print(json.dumps(line))
   full = {where: rows[2].round_rates for where, rows in found.items()}
-  median, per_round = _ratios(full['service'], full['local'])
+  median, per_round = ratios(full['service'], full['local'])
   print(json.dumps({'ratio': 'full step steps/s: service / local', 'median': median,
                     'ratios': per_round, 'target': TARGET, 'met': median >= TARGET}))
-  median, per_round = _ratios(found['service'][0].round_rates, found['local'][0].round_rates)
+  median, per_round = ratios(found['service'][0].round_rates, found['local'][0].round_rates)
   print(json.dumps({'ratio': 'input alone: data worker / local pipeline', 'median': median,
                     'ratios': per_round, 'note': 'context: the same decode on another core'}))
   for where, rows in found.items():
