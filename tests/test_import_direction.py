@@ -59,6 +59,56 @@ def test_every_package_is_ruled():
   assert found - {'benchmarks'} <= set(PACKAGES), found - set(PACKAGES)
 
 
+# ------------------------------------------------------------------------ inside a package
+# A package split into rooms keeps the rule inside it too (style.md 11). Each table maps a
+# room (a subpackage or module path under the package, dotted, longest prefix wins) to the
+# rooms it must not import; a module in no room is ruled by the '' entry.
+INSIDE_DEPLOYMENT = {
+}
+
+INSIDE_DATASETS = {
+}
+
+INSIDE = {'deployment': INSIDE_DEPLOYMENT, 'datasets': INSIDE_DATASETS}
+
+
+def _room(module, rooms):
+  """The longest room of `rooms` that `module` (dotted, inside the package) lies in."""
+  best = ''
+  for room in rooms:
+    if room and (module == room or module.startswith(room + '.')) and len(room) > len(best):
+      best = room
+  return best
+
+
+def inside_violations(package, rooms):
+  """'path:line imports module (room a -> room b)' for each import across forbidden rooms."""
+  wrong = []
+  for path in _modules(package):
+    relative = os.path.relpath(path, ROOT)
+    dotted = relative[:-len('.py')].replace(os.sep, '.')
+    own = _room(dotted[len(package) + 1:], rooms)
+    for line, module in _imports(path):
+      if not module.startswith(package + '.'):
+        continue
+      theirs = _room(module[len(package) + 1:], rooms)
+      if theirs != own and theirs in rooms.get(own, ()):
+        wrong.append('%s:%d imports %s (%s -> %s)' % (relative, line, module, own or '(top)',
+                                                      theirs or '(top)'))
+  return wrong
+
+
+def test_rooms_are_found_by_longest_prefix():
+  rooms = {'': set(), 'a': set(), 'a.b': set()}
+  assert [_room(m, rooms) for m in ('x', 'a', 'a.c', 'a.b.c', 'ab')] == ['', 'a', 'a', 'a.b', '']
+
+
+@pytest.mark.parametrize('package', sorted(INSIDE))
+def test_no_import_points_upwards_inside_a_package(package):
+  wrong = inside_violations(package, INSIDE[package])
+  assert not wrong, '\n'.join(wrong)
+
+
 # ---------------------------------------------------------------------------- the flag layer
 # "No module other than a main reads absl FLAGS" (docs/architecture.md): a reference to the
 # name FLAGS, or to flags.FLAGS, stands only inside a function named `main`, in a
