@@ -4,7 +4,8 @@ Every entry point and every library module imports `tf` and `slim` from here, fi
 
     from tf_compat import tf, slim
 
-Importing this module, once, does four things:
+Importing this module, once, does four things (and imports tf-slim without the
+scikit-learn it would pull in: `_import_slim`):
 
 1. Quiet start-up. TensorFlow's C++ INFO/WARNING lines and its Python deprecation
    warnings are silenced before `tensorflow` is imported, so users see our own log
@@ -117,6 +118,26 @@ tf.disable_v2_behavior()
 _alias_tf_keras_legacy_layers()
 _restore_ops_tensor_alias(tf)
 
-import tf_slim as slim  # pylint: disable=wrong-import-position
+
+
+def _import_slim():
+  """tf_slim, without the scikit-learn it imports if installed.
+
+  tf-slim's `losses.metric_learning` imports `sklearn.metrics` when it can (and with it
+  SciPy's statistics): about 1 s of every process's start-up on this 2-core machine, for
+  metric-learning losses nothing here uses. The name is hidden only during the import;
+  `sklearn` imports normally afterwards (the digits conversion uses it).
+  """
+  hidden = 'sklearn.metrics' not in sys.modules
+  if hidden:
+    sys.modules['sklearn.metrics'] = None
+  try:
+    return importlib.import_module('tf_slim')
+  finally:
+    if hidden:
+      del sys.modules['sklearn.metrics']
+
+
+slim = _import_slim()
 
 __all__ = ['tf', 'slim']

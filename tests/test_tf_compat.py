@@ -98,3 +98,17 @@ def test_import_prints_nothing():
   assert result.returncode == 0, result.stderr
   assert result.stdout == ''
   assert result.stderr == ''
+
+
+def test_import_leaves_scikit_learn_out_and_importable():
+  """tf-slim would import sklearn.metrics (and SciPy's statistics) at start-up: about 1 s
+  of every process here. Hidden only during the import: sklearn still imports after."""
+  result = subprocess.run([sys.executable, '-c', (
+      'import sys, tf_compat\n'
+      'print([m for m in sys.modules if m.startswith(("sklearn", "scipy.stats"))])\n'
+      'import sklearn.metrics\n'
+      'print(tf_compat.slim.losses.metric_learning.HAS_SKLEARN)')],
+                          cwd=ROOT, env=quiet_env(), capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.splitlines() == ['[]', 'False']
