@@ -7,11 +7,15 @@ import pytest
 
 @pytest.fixture(scope='session')
 def digits_dir(tmp_path_factory):
-  """scikit-learn digits converted once per session (1437 train / 360 test); read-only."""
+  """scikit-learn digits converted once per test run (1437 train / 360 test); read-only."""
   from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
-  output_dir = str(tmp_path_factory.mktemp('digits'))
-  convert('digits', output_dir)
-  return output_dir
+  from tests.once import made_once  # pylint: disable=import-outside-toplevel
+
+  def make(output_dir):
+    convert('digits', output_dir)
+    return output_dir
+
+  return made_once(tmp_path_factory, 'digits', make)
 
 
 @pytest.fixture

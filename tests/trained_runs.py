@@ -1,5 +1,5 @@
-"""Tiny runs of the real trainer, made once per pytest session, for what reads a run's
-record (eval.py and export.py from flags.cfg, eval's batch-norm warning).
+"""Tiny runs of the real trainer, made once per test run (tests/once.py), for what reads a
+run's record (eval.py and export.py from flags.cfg, eval's batch-norm warning).
 
   * `i3d_run()`: I3D at depth 0.125 on tests/video_testdata.py's rgb records, 4-frame
     clips cropped to 32 (none of them I3D's defaults: 64 frames, 224, depth 1), 2 steps.
@@ -13,10 +13,10 @@ batch-norm decay 0.999): eval warns about that, which the warning's tests rely o
 import os
 
 from tests import video_testdata as vt
+from tests.once import made_once
 from training import train as train_module
 from training.config import TrainConfig
 
-_CACHE = {}
 I3D_FLAGS = dict(dataset_name='video_folder', model_name='i3d', clip_frames=4,
                  train_image_size=32, depth_multiplier=vt.DEPTH, batch_size=2,
                  max_number_of_steps=2)
@@ -36,15 +36,10 @@ def train(train_dir, dataset_dir, **flags):
 
 
 def i3d_run(tmp_path_factory):
-  if 'i3d' not in _CACHE:
-    root = str(tmp_path_factory.mktemp('trained_i3d'))
-    _CACHE['i3d'] = train(os.path.join(root, 'train'), vt.converted(tmp_path_factory, 'rgb'),
-                          **I3D_FLAGS)
-  return _CACHE['i3d']
+  return made_once(tmp_path_factory, 'trained_i3d', lambda directory: train(
+      os.path.join(directory, 'train'), vt.converted(tmp_path_factory, 'rgb'), **I3D_FLAGS))
 
 
 def lenet_run(tmp_path_factory, digits_dir):
-  if 'lenet' not in _CACHE:
-    root = str(tmp_path_factory.mktemp('trained_lenet'))
-    _CACHE['lenet'] = train(os.path.join(root, 'train'), digits_dir, **LENET_FLAGS)
-  return _CACHE['lenet']
+  return made_once(tmp_path_factory, 'trained_lenet', lambda directory: train(
+      os.path.join(directory, 'train'), digits_dir, **LENET_FLAGS))

@@ -1,6 +1,7 @@
 """Small video test data shared by the evaluation, export and predict tests.
 
-Built once per pytest session (module-level cache), whichever test directory asks first:
+Built once per test run (tests/once.py: shared by pytest-xdist's workers), whichever test
+asks first:
   * `synthetic_videos()`: make_synthetic_videos, 3 classes x 4 videos of 6-14 frames,
     48x64, UCF101 layout (9 test videos, 3 train).
   * `converted(modality)`: those videos converted by convert_videos as video_folder
@@ -27,6 +28,7 @@ from PIL import Image
 from datasets.conversion.video_conversion import VideoConversion, convert_videos
 from datasets.synthetic.motion_videos import make_synthetic_videos
 from nets import nets_factory
+from tests.once import made_once
 from tf_compat import tf
 
 SHORT_SIDE = 32
@@ -35,36 +37,27 @@ DEPTH = 0.125
 NUM_CLASSES = 3
 EMA = '/ExponentialMovingAverage'
 
-_CACHE = {}
-
-
-def _root(tmp_path_factory):
-  if 'root' not in _CACHE:
-    _CACHE['root'] = str(tmp_path_factory.mktemp('video_testdata'))
-  return _CACHE['root']
-
-
 def synthetic_videos(tmp_path_factory):
   """The make_synthetic_videos summary dict (video_dir, split_dir, videos, ...)."""
-  if 'videos' not in _CACHE:
-    _CACHE['videos'] = make_synthetic_videos(
-        os.path.join(_root(tmp_path_factory), 'synthetic'), num_classes=NUM_CLASSES,
-        videos_per_class=4, min_frames=6, max_frames=14, sizes=((48, 64),), seed=5)
-  return _CACHE['videos']
+  def make(directory):
+    return make_synthetic_videos(directory, num_classes=NUM_CLASSES, videos_per_class=4,
+                                 min_frames=6, max_frames=14, sizes=((48, 64),), seed=5)
+
+  return made_once(tmp_path_factory, 'synthetic_videos', make)
 
 
 def converted(tmp_path_factory, modality='rgb'):
   """Directory of the converted video_folder records of the synthetic videos."""
-  key = 'converted_' + modality
-  if key not in _CACHE:
-    videos = synthetic_videos(tmp_path_factory)
-    output_dir = os.path.join(_root(tmp_path_factory), modality)
+  videos = synthetic_videos(tmp_path_factory)
+
+  def convert(output_dir):
     convert_videos(VideoConversion(
         dataset_name='video_folder', output_dir=output_dir, video_dir=videos['video_dir'],
         splits_dir=videos['split_dir'], modality=modality, short_side=SHORT_SIDE,
         num_processes=2, num_shards=2, progress=False))
-    _CACHE[key] = output_dir
-  return _CACHE[key]
+    return output_dir
+
+  return made_once(tmp_path_factory, 'converted_' + modality, convert)
 
 
 def write_checkpoint(prefix, values):
@@ -123,13 +116,12 @@ _SHARED_CHECKPOINTS = {
 
 def shared_checkpoint(tmp_path_factory, name):
   """-> (prefix, raw values, shadows or None) of a `_SHARED_CHECKPOINTS` recipe; read-only."""
-  key = 'checkpoint_' + name
-  if key not in _CACHE:
-    recipe = _SHARED_CHECKPOINTS[name]
-    prefix = os.path.join(_root(tmp_path_factory), 'checkpoints', name,
-                          'model.ckpt-%d' % recipe['global_step'])
-    _CACHE[key] = random_i3d_checkpoint(prefix, **recipe)
-  return _CACHE[key]
+  recipe = _SHARED_CHECKPOINTS[name]
+  def make(directory):
+    return random_i3d_checkpoint(
+        os.path.join(directory, 'model.ckpt-%d' % recipe['global_step']), **recipe)
+
+  return made_once(tmp_path_factory, 'checkpoint_' + name, make)
 
 
 # ----------------------------------------------------------------------------- references

@@ -9,15 +9,18 @@ import pytest
 from PIL import Image
 
 from datasets.conversion import image_conversion
+from tests.once import made_once
 from tf_compat import tf
 
 
 @pytest.fixture(scope='session')
 def digits_dir(tmp_path_factory):
-  """Digits converted once per session (about 4 s), 4 shards per split."""
-  output_dir = str(tmp_path_factory.mktemp('digits'))
-  image_conversion.convert('digits', output_dir, num_shards=4)
-  return output_dir
+  """Digits converted once per test run (about 4 s), 4 shards per split."""
+  def make(output_dir):
+    image_conversion.convert('digits', output_dir, num_shards=4)
+    return output_dir
+
+  return made_once(tmp_path_factory, 'digits_4_shards', make)
 
 
 def read_examples(file_pattern):
