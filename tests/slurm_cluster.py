@@ -9,6 +9,7 @@ the key in /etc/munge), slurmctld and slurmd on free ports, and, as a context ma
 stops all three whatever happens. Every client call goes through `env` (SLURM_CONF).
 """
 
+import fcntl
 import functools
 import os
 import re
@@ -64,6 +65,13 @@ def install():
   Raises:
     RuntimeError: apt-get ran as root and failed (its last lines).
   """
+  # pytest-xdist's workers may ask at once: one apt-get at a time (dpkg holds a lock).
+  with open(os.path.join(tempfile.gettempdir(), 'slimdeploy-slurm-install.lock'), 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return _install()
+
+
+def _install():
   if all(shutil.which(p) for p in PROGRAMS) and os.path.exists(MUNGE_KEY):
     return None
   if os.geteuid() != 0 or not shutil.which('apt-get'):
