@@ -106,6 +106,7 @@ def wait_shares(train_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeypatch):
   """The contrast is built in (a 0.2 s sleep per batch against LeNet steps of a few ms),
   so it cannot flip on a loaded machine."""
@@ -140,6 +141,7 @@ def recipe_config(dataset_dir, train_dir, *flags):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_the_two_clone_recipe_does_not_wait_for_its_input(rgb_dir, tmp_path):
   """Its input makes batches far faster than the model takes them (the doctor: 33x on
   the full-size recipe), so no progress line may show more than 10 % input wait; graph
@@ -208,6 +210,7 @@ def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, step
       return time.time() - start, sess.run(input_wait.total)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize('num_clones, num_micro_batches', [(1, 1), (2, 1), (2, 2)])
 def test_input_wait_is_the_draws_wait_not_the_clones_compute(num_clones,
                                                              num_micro_batches):

@@ -25,7 +25,7 @@ from training.doctor.measure import FULL, INPUT, SYNTHETIC
 from training.doctor.settings import DoctorSettings
 from training.setup import check_train_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 SLEEP_SECS = 0.5
 BATCH = 8
