@@ -13,7 +13,7 @@ from tensorflow.python.client import device_lib
 
 from tf_compat import tf, slim
 from deployment import model_deploy
-from deployment import session_config
+from deployment.session import session_config
 
 DeploymentConfig = model_deploy.DeploymentConfig
 

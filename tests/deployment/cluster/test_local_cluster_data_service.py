@@ -1,4 +1,4 @@
-"""deployment.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
+"""deployment.cluster.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
 data workers start first as `python -m datasets.data_service` commands, the training tasks
 get --data_service_address, a data worker that dies is one line while training goes on, a
 dispatcher that dies is restarted on its port and journal, the last data worker gone ends
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from deployment.local_cluster import LocalCluster
+from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import log_text, steps, train_flags, trainer, wait_for
 
 
