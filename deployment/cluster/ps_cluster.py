@@ -252,14 +252,12 @@ def register_addressing(name, find, needs):
 
 
 def _slurm(environ, num_ps):
-  # pylint: disable-next=import-outside-toplevel  (it imports this module)
-  from deployment.cluster import slurm_env
+  from deployment.cluster import slurm_env  # pylint: disable=import-outside-toplevel  (a cycle)
   return slurm_env.task_from_environ(environ, num_ps)
 
 
 def _jobset(environ, num_ps):  # pylint: disable=unused-argument  (the pod's env gives P)
-  # pylint: disable-next=import-outside-toplevel  (it imports this module)
-  from deployment.cluster import jobset_env
+  from deployment.cluster import jobset_env  # pylint: disable=import-outside-toplevel  (a cycle)
   return jobset_env.task_from_environ(environ)
 
 
