@@ -5,6 +5,7 @@ dispatcher that dies is restarted on its port and journal, the last data worker 
 the job with the chief's 138, and the service ends with the job (SIGTERM, status 0). The
 real trainer (LeNet on digits) runs as the tasks."""
 
+import os
 import sys
 import threading
 
@@ -30,6 +31,9 @@ def test_service_tasks_come_first_and_the_trainers_get_the_address(tmp_path):
   assert '--data_service_address=' + address in cluster.command(cluster.task('worker-1'))
   assert '--data_service_address=' + address in cluster.command(cluster.task('ps-0'))
   assert cluster.training_tasks() == cluster.tasks[3:]
+  # The service tasks find `-m datasets.data_service` from any working directory.
+  root = cluster._environment(cluster.task('dispatcher-0'))['PYTHONPATH'].split(os.pathsep)[0]
+  assert os.path.isfile(os.path.join(root, 'datasets', 'data_service.py')), root
 
 
 def _kill_when_training(cluster, names):
