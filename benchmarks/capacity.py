@@ -3,13 +3,13 @@
     python -m benchmarks.capacity                     # lenet, cifarnet, i3d
     python -m benchmarks.capacity --models=cifarnet --steps=40
 
-For each network, one real cluster (deployment.local_cluster: 2 ps tasks and 1 worker,
+For each network, one real cluster (deployment.cluster.local_cluster: 2 ps tasks and 1 worker,
 the full trainer `train_image_classifier.py`, asynchronous) trains --warmup_steps +
 --steps steps in its own private network namespace, whose only interface is its
 loopback. Two measurements of the same traffic:
 
   * payload: the trainer traces its first step and logs what it received from and sent
-    to each ps task (`Traffic: ...`, deployment.traffic: the RecvTensor sizes of the
+    to each ps task (`Traffic: ...`, deployment.trace.traffic: the RecvTensor sizes of the
     step, gRPC's own record of every tensor that crossed tasks);
   * wire: the namespace's `lo` counters (/proc/<pid>/net/dev of a task: every byte one
     task sends to another is transmitted once on lo), read when the chief logs the step
@@ -56,8 +56,8 @@ from absl import app, flags
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment import local_cluster
-from deployment.netns import NamespaceUnavailable
+from deployment.cluster import local_cluster
+from deployment.cluster.netns import NamespaceUnavailable
 from resolve import names
 from tf_compat import tf
 

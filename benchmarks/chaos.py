@@ -6,7 +6,7 @@
 
 Every task runs the real trainer (`train_image_classifier.py`, synchronous,
 `--replicas_to_aggregate` = workers - backup workers, `--sync_trace`) in one cluster on
-127.0.0.1 started with deployment.local_cluster's LocalCluster (what `python -m
+127.0.0.1 started with deployment.cluster.local_cluster's LocalCluster (what `python -m
 deployment.launch_local` runs), in its private network namespace when this host allows
 one. Once the job has reached --first_kill_step, a driver kills random workers with
 SIGKILL, the chief among them (--chief_kills of the --kills), one every
@@ -49,7 +49,8 @@ from checkpoints.end_marker import FINISHED, read_end_marker
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment import local_cluster, sync_replicas
+from deployment import sync_replicas
+from deployment.cluster import local_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE_FILE = 'sync_trace.tsv'  # training.train.SYNC_TRACE_FILE

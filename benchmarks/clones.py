@@ -31,7 +31,7 @@ from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
 from deployment import model_deploy
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from nets import nets_factory
 from resolve import names
 from tf_compat import tf

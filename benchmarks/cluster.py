@@ -53,7 +53,7 @@ from absl import app, flags
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment import local_cluster
+from deployment.cluster import local_cluster
 from resolve import names
 
 
@@ -68,7 +68,7 @@ class ClusterSettings:
   sync: bool = param(False, 'Synchronous replicas (all workers per update).')
   inter_op_threads: int = param(0, 'TF_NUM_INTEROP_THREADS of every task (0: unset, the '
                                 'runtime\'s choice; 1 is what a one-core task had before '
-                                'deployment.cluster.server_inter_op_threads).')
+                                'deployment.cluster.ps_cluster.server_inter_op_threads).')
   # Rounds.
   two_jobs: bool = param(False, 'Also run, in each round, two independent 1-worker jobs '
                          'at once (each with its own ps, worker j on core j): what two '

@@ -55,7 +55,7 @@ from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
 from deployment import precision, xla
-from deployment.precision_options import PRECISIONS
+from deployment.session.precision_options import PRECISIONS
 from tf_compat import tf
 from training.config import TrainConfig
 from training.doctor import measure

@@ -17,7 +17,7 @@ Every task runs the command after `--` plus its place in the cluster (`--ps_host
 one log, `<task_log_dir>/<job>-<index>.log` (default task_log_dir: runs/launch_local); the
 start-up line says where, and what each task runs. The tasks run in a private network
 namespace when this host allows one (`--isolation`). The work is in
-deployment/local_cluster.py.
+deployment/cluster/local_cluster.py.
 
 The launcher forwards Ctrl-C and SIGTERM (workers first, then parameter servers), stops
 every process it started when any task fails or when it ends. A second Ctrl-C kills at
@@ -33,8 +33,8 @@ from absl import app
 
 from core.errors import EXPECTED, report
 from core.params import config_from_flags, define_flags, parse_flags
-from deployment import local_cluster
-from deployment.local_cluster import LaunchConfig
+from deployment.cluster import local_cluster
+from deployment.cluster.local_cluster import LaunchConfig
 
 define_flags(LaunchConfig)
 

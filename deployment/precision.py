@@ -43,8 +43,8 @@ import numpy as np
 from tensorflow.python.framework import kernels  # The registry of compiled kernels.
 
 from core.errors import require
-from deployment.precision_options import HALF_PRECISIONS, PRECISIONS
-from deployment.step_stats import executed_nodes
+from deployment.session.precision_options import HALF_PRECISIONS, PRECISIONS
+from deployment.trace.step_stats import executed_nodes
 from tf_compat import tf
 
 __all__ = ['compute_dtype', 'float32_variables', 'network_in_precision', 'missing_kernels',

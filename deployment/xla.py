@@ -32,7 +32,7 @@ import copy
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from deployment.step_stats import executed_nodes
+from deployment.trace.step_stats import executed_nodes
 from deployment.wrapped_optimizer import WrappedOptimizer
 from tf_compat import tf
 

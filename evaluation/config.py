@@ -13,8 +13,8 @@ import dataclasses
 from typing import Optional
 
 from core.params import param
-from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
-from deployment.precision_options import mixed_precision_param
+from deployment.session.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
+from deployment.session.precision_options import mixed_precision_param
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 

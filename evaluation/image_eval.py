@@ -21,7 +21,7 @@ import numpy as np
 
 from checkpoints import restore
 from deployment.precision import network_in_precision
-from deployment.session_config import session_config_for
+from deployment.session.session_config import session_config_for
 from core.errors import DataError
 from core.params import ConfigError
 from datasets import damaged_shards

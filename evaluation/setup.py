@@ -18,9 +18,9 @@ from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
 from datasets import index_check
-from deployment.gpu_options import check_gpu_options
+from deployment.session.gpu_options import check_gpu_options
 from deployment.precision import check_inference_kernels
-from deployment.precision_options import check_mixed_precision
+from deployment.session.precision_options import check_mixed_precision
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory

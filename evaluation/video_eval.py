@@ -19,7 +19,7 @@ import numpy as np
 
 from checkpoints import restore
 from deployment.precision import network_in_precision
-from deployment.session_config import session_config_for
+from deployment.session.session_config import session_config_for
 from datasets.inputs import clip_input
 from evaluation.metrics import classification_metrics
 from evaluation.progress import SplitProgress, expected_examples

@@ -29,9 +29,9 @@ from tf_compat import tf, slim
 from nets import i3d
 from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError, param
-from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+from deployment.session.gpu_options import (check_gpu_options, gpu_allow_growth_param,
                                      gpu_memory_fraction_param)
-from deployment.session_config import session_config_for
+from deployment.session.session_config import session_config_for
 
 __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',
            'inflate_checkpoint', 'summary_line']

@@ -49,11 +49,11 @@ from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
 from core.errors import require
 from core.params import ConfigError, param
-from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+from deployment.session.gpu_options import (check_gpu_options, gpu_allow_growth_param,
                                     gpu_memory_fraction_param)
 from deployment.precision import check_inference_kernels, network_in_precision
-from deployment.precision_options import check_mixed_precision, mixed_precision_param
-from deployment.session_config import session_config_for
+from deployment.session.precision_options import check_mixed_precision, mixed_precision_param
+from deployment.session.session_config import session_config_for
 
 __all__ = ['ExportConfig', 'ExportResult', 'EXPORT_LINKS', 'from_run_record',
            'export_saved_model', 'SIGNATURE']

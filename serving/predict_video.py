@@ -34,9 +34,9 @@ from serving.model_info import read_model_info
 from tf_compat import tf
 from core.errors import DataError
 from core.params import ConfigError, param
-from deployment.gpu_options import (check_gpu_options, gpu_allow_growth_param,
+from deployment.session.gpu_options import (check_gpu_options, gpu_allow_growth_param,
                                     gpu_memory_fraction_param)
-from deployment.session_config import session_config_for
+from deployment.session.session_config import session_config_for
 
 __all__ = ['PredictConfig', 'Prediction', 'predict_video', 'prepare_clips']
 
@@ -98,7 +98,7 @@ def _record_file(directory, video, info):
 def prepare_clips(video, info, session_config=None):
   """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
 
-  `session_config` (a tf.ConfigProto, e.g. deployment.session_config.session_config_for)
+  `session_config` (a tf.ConfigProto, e.g. deployment.session.session_config.session_config_for)
   is the input pipeline session's.
 
   Raises:

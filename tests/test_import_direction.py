@@ -27,7 +27,9 @@ FORBIDDEN = {
 }
 
 
-def _imports(path):
+def _imports(path, with_names=False):
+  """(line, dotted module) of each import; `with_names` reads `from a import b` as a.b, so a
+  module imported from its package (`from deployment import model_deploy`) is found too."""
   with open(path) as source:
     tree = ast.parse(source.read(), path)
   for node in ast.walk(tree):
@@ -35,7 +37,8 @@ def _imports(path):
       for alias in node.names:
         yield node.lineno, alias.name
     elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      yield node.lineno, node.module
+      for alias in node.names if with_names else [None]:
+        yield node.lineno, node.module + ('.' + alias.name if alias else '')
 
 
 def _modules(package):
@@ -63,7 +66,18 @@ def test_every_package_is_ruled():
 # A package split into rooms keeps the rule inside it too (style.md 11). Each table maps a
 # room (a subpackage or module path under the package, dotted, longest prefix wins) to the
 # rooms it must not import; a module in no room is ruled by the '' entry.
+# deployment/ by role: building a step at the top level (model_deploy, deployment_config,
+# accumulation, sync_replicas, precision, ...), which may read traces and session settings
+# but never touches a cluster's processes; each subpackage (the processes of a cluster, the
+# trace readers, the session settings) imports no other room; launch_local, the tool, only
+# cluster/.
+ROOMS_OF_DEPLOYMENT = ('', 'launch_local', 'cluster', 'trace', 'session')
 INSIDE_DEPLOYMENT = {
+    '': {'cluster', 'launch_local'},
+    'launch_local': {'', 'trace', 'session'},
+    'cluster': set(ROOMS_OF_DEPLOYMENT) - {'cluster'},
+    'trace': set(ROOMS_OF_DEPLOYMENT) - {'trace'},
+    'session': set(ROOMS_OF_DEPLOYMENT) - {'session'},
 }
 
 INSIDE_DATASETS = {
@@ -88,7 +102,7 @@ def inside_violations(package, rooms):
     relative = os.path.relpath(path, ROOT)
     dotted = relative[:-len('.py')].replace(os.sep, '.')
     own = _room(dotted[len(package) + 1:], rooms)
-    for line, module in _imports(path):
+    for line, module in _imports(path, with_names=True):
       if not module.startswith(package + '.'):
         continue
       theirs = _room(module[len(package) + 1:], rooms)
@@ -101,6 +115,13 @@ def inside_violations(package, rooms):
 def test_rooms_are_found_by_longest_prefix():
   rooms = {'': set(), 'a': set(), 'a.b': set()}
   assert [_room(m, rooms) for m in ('x', 'a', 'a.c', 'a.b.c', 'ab')] == ['', 'a', 'a', 'a.b', '']
+
+
+def test_a_module_imported_from_its_package_is_found(tmp_path):
+  path = tmp_path / 'm.py'
+  path.write_text('from deployment import model_deploy, xla\nimport deployment.trace\n')
+  assert list(_imports(str(path), with_names=True)) == [
+      (1, 'deployment.model_deploy'), (1, 'deployment.xla'), (2, 'deployment.trace')]
 
 
 @pytest.mark.parametrize('package', sorted(INSIDE))

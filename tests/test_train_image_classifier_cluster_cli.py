@@ -1,7 +1,7 @@
 """train_image_classifier.py with cluster settings that cannot work: exit status 2 and ONE
 line `error: ...` naming the flag or TF_CONFIG, before any server starts.
 
-(The rules themselves are unit-tested in tests/deployment/test_cluster.py and
+(The rules themselves are unit-tested in tests/deployment/cluster/test_ps_cluster.py and
 tests/training/test_lifecycle.py; these check that the entry script reports them.)
 """
 

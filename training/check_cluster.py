@@ -9,7 +9,7 @@ the checks that need no running job: every host resolves, no port of the cluster
 (free on this machine, nothing answering on the others), the dataset split has a shard
 file per worker, train_dir takes files. Prints `ok: ...` for each check that passes and
 one `error: ...` line per problem (docs/cluster.md, "Check before launch"). The work is
-in training/preflight_checks.py and deployment/preflight.py.
+in training/preflight_checks.py and deployment/cluster/preflight.py.
 Exit status (the table in core/errors.py): 0 every check passed, 2 a check failed or bad
 flags.
 """

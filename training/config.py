@@ -13,8 +13,8 @@ import dataclasses
 from typing import Optional, Tuple
 
 from core.params import param
-from deployment.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
-from deployment.precision_options import (loss_scale_growth_steps_param, loss_scale_param,
+from deployment.session.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
+from deployment.session.precision_options import (loss_scale_growth_steps_param, loss_scale_param,
                                           mixed_precision_param, xla_param)
 
 

@@ -3,7 +3,7 @@
     job = resolve_job(config, os.environ)   # ConfigError on a mistake
     status = run_job(job)
 
-`resolve_job` places the task in its cluster (`deployment.cluster`, --addressing: flags,
+`resolve_job` places the task in its cluster (`deployment.cluster.ps_cluster`, --addressing: flags,
 TF_CONFIG, a Slurm step or a JobSet pod) and fills the deployment fields of the config
 from it (worker_replicas, num_ps_tasks, task), so the input shards, the DeploymentConfig
 and the sync optimizer all follow the cluster. `run_job` runs a parameter server or a
@@ -16,7 +16,7 @@ exit status:
          parameter server whose workers have all left
     1    unexpected error (a bug): Python's traceback
     2    configuration mistake: one line `error: ...` (Kubeflow TFJob: permanent); also
-         this task's port taken (deployment/preflight.py)
+         this task's port taken (deployment/cluster/preflight.py)
     3    damaged records: a shard that cannot be read (the line names it and the command
          that rebuilds it), or more videos with frames that do not decode than
          --max_damaged_fraction allows (a checkpoint was saved first); permanent
@@ -44,7 +44,7 @@ import time
 
 from absl import logging
 
-from deployment import cluster
+from deployment.cluster import ps_cluster
 from tf_compat import tf
 from core import errors
 from core.params import ConfigError
@@ -73,7 +73,7 @@ _CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 class Job:
   """A resolved task: the config with its deployment fields set, and its cluster place."""
   config: object                 # training.config.TrainConfig
-  task: object = None            # deployment.cluster.TaskSpec, or None: a single process
+  task: object = None            # deployment.cluster.ps_cluster.TaskSpec, or None: a single process
 
 
 def _check_against_cluster(config, task):
@@ -100,9 +100,9 @@ def resolve_job(config, environ=None):
   os.environ; None = empty) as --addressing says; returns a Job. Raises ConfigError."""
   host_flags = (config.ps_hosts, config.worker_hosts, config.job_name, config.task_index)
   try:
-    task = cluster.find_task(config.addressing, host_flags, environ or {},
-                             config.num_ps_tasks)
-  except cluster.ClusterError as error:
+    task = ps_cluster.find_task(config.addressing, host_flags, environ or {},
+                                config.num_ps_tasks)
+  except ps_cluster.ClusterError as error:
     raise ConfigError(str(error)) from None
   for name in ('recovery_wait_secs', 'startup_timeout_secs', 'step_timeout_secs',
                'stop_grace_secs'):
@@ -195,8 +195,8 @@ def _serve(job, server, stop_event):
   task = job.task
   logging.info('Parameter server %d serving %s; leaves when all %d workers have left',
                task.task_index, server.target, task.num_workers)
-  left = cluster.wait_for_workers_to_leave(task, server.target, stop_event,
-                                           job.config.stop_grace_secs)
+  left = ps_cluster.wait_for_workers_to_leave(task, server.target, stop_event,
+                                              job.config.stop_grace_secs)
   if len(left) == task.num_workers:
     logging.info('All %d workers left: parameter server %d exits', task.num_workers,
                  task.task_index)
@@ -244,20 +244,20 @@ def _train_in_cluster(job, server, stop_event):
   task = job.task
   config = dataclasses.replace(job.config, master=server.target)
   start = time.time()
-  with cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
+  with ps_cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
     try:
-      result = train(config, stop_event, functools.partial(cluster.absent_tasks, task))
+      result = train(config, stop_event, functools.partial(ps_cluster.absent_tasks, task))
     except BaseException as error:
       if _permanent(error, config):
         logging.info('Worker %d leaves: failed (%s), for good: a restart would fail alike',
                      task.task_index, type(error).__name__)
-        cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
+        ps_cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
             10.0, job.config.stop_grace_secs)))
       raise
   logging.info('Worker %d leaves: %s at global step %s (%.1f examples/sec on this worker%s)',
                task.task_index, 'stopped' if stop_event.is_set() else 'finished',
                result.global_step, result.examples_per_sec or 0.0, _counted(result, config))
-  cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
+  ps_cluster.announce_leaving(task, server.target, timeout_secs=max(1.0, min(
       10.0, job.config.stop_grace_secs)))
   logging.info('Worker %d done after %.1f s', task.task_index, time.time() - start)
   return EXIT_OK
@@ -269,12 +269,12 @@ def _run(job, stop_event):
     return EXIT_OK
   try:
     # Names may appear late (Kubernetes pods): waited for within the start-up budget.
-    server = cluster.start_server(job.task, job.config.startup_timeout_secs)
-  except cluster.NamesUnresolved as error:
+    server = ps_cluster.start_server(job.task, job.config.startup_timeout_secs)
+  except ps_cluster.NamesUnresolved as error:
     # A peer pod not scheduled yet is worth a retry (138), as a task that never arrives.
     errors.print_error(str(error))
     return EXIT_CLUSTER_FAILURE
-  except cluster.ClusterError as error:
+  except ps_cluster.ClusterError as error:
     raise ConfigError(str(error)) from None
   logging.info('Cluster task: %s', job.task.describe())
   if job.task.is_ps:

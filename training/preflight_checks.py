@@ -6,14 +6,14 @@ The cluster is placed as the trainer places it (`lifecycle.resolve_job`: the fla
 TF_CONFIG or --addressing), then, with no task running: every host resolves, no port of
 the cluster is taken (bound on this machine, answering on another host), the dataset split
 has a shard file per worker (the trainer's own check, training/setup.py) and train_dir
-takes a file (deployment/preflight.py holds the address and directory checks). Without
+takes a file (deployment/cluster/preflight.py holds the address and directory checks). Without
 --job_name the cluster is seen as its chief sees it. Each result is one line.
 """
 
 import dataclasses
 
 from core import errors
-from deployment import preflight
+from deployment.cluster import preflight
 from resolve import names
 from training import lifecycle
 from training import setup as train_setup

@@ -267,7 +267,7 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   step, under the start-up timeout (training.cluster_agreement's check of the chief's
   settings). The Watchdog is armed in a cluster (`master` set) or with `input_state` (->
   '' or '; why no input comes'); its time-out line names the tasks `absent_tasks()` finds
-  (deployment.cluster.absent_tasks). `worker_stats`: optional WorkerStats. -> True when
+  (deployment.cluster.ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats. -> True when
   training ran to its end (steps or inputs), False when `stop_event` ended it."""
   with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),

@@ -16,8 +16,8 @@ from datasets import index_check
 from datasets.inputs import record_files, service_client
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy, precision
-from deployment.gpu_options import check_gpu_options
-from deployment.precision_options import check_loss_scale, check_mixed_precision
+from deployment.session.gpu_options import check_gpu_options
+from deployment.session.precision_options import check_loss_scale, check_mixed_precision
 from nets import batch_norm, nets_factory
 from resolve import names
 from tf_compat import tf

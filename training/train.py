@@ -17,11 +17,12 @@ import os
 
 from absl import logging
 
-from deployment import (accumulation, cluster, placement, precision, sync_replicas,
-                        traffic, worker_stats, xla)
+from deployment import accumulation, precision, sync_replicas, worker_stats, xla
+from deployment.cluster import ps_cluster
+from deployment.trace import placement, traffic
 from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
-from deployment.precision_options import uses_loss_scale
-from deployment.session_config import make_session_config
+from deployment.session.precision_options import uses_loss_scale
+from deployment.session.session_config import make_session_config
 from nets import nets_factory
 from tf_compat import tf, slim
 from checkpoints import paths, restore
@@ -369,7 +370,7 @@ def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
   session_config = make_session_config(
       setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
       gpu_memory_fraction=config.gpu_memory_fraction,
-      device_filters=cluster.device_filters(setup.deploy_config))
+      device_filters=ps_cluster.device_filters(setup.deploy_config))
   if config.xla:
     session_config = xla.session_config(session_config)
   with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern), \
@@ -392,7 +393,7 @@ def train(config, stop_event=None, absent_tasks=None):
   """Checks `config`, builds the graph and trains; returns a TrainResult.
 
   In a cluster, `absent_tasks()` lists the tasks that do not answer, for the line of a
-  task that times out waiting (deployment.cluster.absent_tasks).
+  task that times out waiting (deployment.cluster.ps_cluster.absent_tasks).
 
   Raises:
     ConfigError: a user mistake, found before the graph is built (or, for checkpoint

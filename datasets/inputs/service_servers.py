@@ -23,8 +23,8 @@ from absl import logging
 
 from core.errors import ConfigError, require
 from core.params import param
-from deployment import slurm_env
-from deployment.cluster import ClusterError
+from deployment.cluster import slurm_env
+from deployment.cluster.ps_cluster import ClusterError
 from tf_compat import tf
 
 __all__ = ['ServerConfig', 'check_server_config', 'serve', 'with_addressing', 'ROLES',
@@ -47,7 +47,7 @@ class ServerConfig:
   addressing: str = param('flags', 'flags: --role, --port and the addresses as given; '
                           'slurm: from the service\'s srun step (configs/slurm/train.sbatch): '
                           'task 0 the dispatcher, the others data workers advertising their '
-                          'node, ports from deployment/slurm_env.py.')
+                          'node, ports from deployment/cluster/slurm_env.py.')
   # Dispatcher.
   address_file: str = param('', 'dispatcher: once ready, write the host:port trainers reach '
                             'it by to this file (for a script that starts them after it).')
@@ -74,7 +74,7 @@ def _check_address(flag, value):
 def with_addressing(config, environ):
   """(`config` with role, port and addresses read from `environ` (os.environ) where
   --addressing says so, the host:port others reach the server by or None = unknown).
-  Under slurm (deployment.slurm_env.service_from_environ) a data worker drops the
+  Under slurm (deployment.cluster.slurm_env.service_from_environ) a data worker drops the
   dispatcher's flags: every task of the step gets the same command."""
   require(config.addressing in ADDRESSINGS, '--addressing=%r must be one of %s'
           % (config.addressing, ', '.join(ADDRESSINGS)))

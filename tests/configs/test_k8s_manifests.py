@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import referencing
 
-from deployment import jobset_env
+from deployment.cluster import jobset_env
 from tests import jobset_pods
 
 K8S = os.path.join(jobset_pods.ROOT, 'configs', 'k8s')
@@ -213,7 +213,7 @@ def flag(pod, name):
 
 def listened_port(pod):
   """The port the pod's process listens on: a trainer's from its JobSet environment
-  (deployment/jobset_env.py), a data-service server's from its --port."""
+  (deployment/cluster/jobset_env.py), a data-service server's from its --port."""
   if pod.replicated_job in jobset_pods.TRAINING_ROLES:
     return int(jobset_env.task_from_environ(pod.env).address.rsplit(':', 1)[1])
   assert pod.command[:3] == ['python', '-m', 'datasets.data_service'], pod.command

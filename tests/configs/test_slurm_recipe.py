@@ -23,7 +23,7 @@ import time
 import pytest
 
 from deployment import sync_replicas
-from deployment.slurm_env import JOB_SLOTS, PORT_BASE, SLOT_PORTS
+from deployment.cluster.slurm_env import JOB_SLOTS, PORT_BASE, SLOT_PORTS
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE
 from datasets.inputs.service_servers import ServerConfig

@@ -16,7 +16,7 @@ from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.inputs.service_servers import ServerConfig
 from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
-from deployment.local_cluster import LaunchConfig
+from deployment.cluster.local_cluster import LaunchConfig
 from evaluation.config import EvalConfig
 from nets.inflation import InflateConfig
 from serving.export_model import ExportConfig

@@ -8,7 +8,8 @@ an executed step (which ops ran when).
 import numpy as np
 import pytest
 
-from deployment import accumulation, model_deploy, session_config
+from deployment import accumulation, model_deploy
+from deployment.session import session_config
 from deployment.model_deploy import DeploymentConfig
 from tf_compat import tf, slim
 

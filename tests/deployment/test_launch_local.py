@@ -1,4 +1,4 @@
-"""deployment.launch_local and deployment.local_cluster: whole clusters on 127.0.0.1, real
+"""deployment.launch_local and deployment.cluster.local_cluster: whole clusters on 127.0.0.1, real
 processes, one log per task.
 
 The numerical test compares 2 synchronous workers of per-worker batch b with ONE worker
@@ -42,7 +42,7 @@ from PIL import Image
 
 from datasets import converted_data, image_records
 from deployment import sync_replicas
-from deployment.local_cluster import LocalCluster
+from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
@@ -209,7 +209,7 @@ def _check_cluster_view(train_dir, logs, trace=None, replicas_to_aggregate=None)
 
 
 def _check_traffic(train_dir, logs):
-  """Each worker's first-step traffic line (deployment.traffic, from the step's trace)
+  """Each worker's first-step traffic line (deployment.trace.traffic, from the step's trace)
   against the model's size read from the checkpoint: the step reads every variable once
   and sends one gradient per trainable variable (float32), plus a few scalars."""
   reader = tf.train.load_checkpoint(str(train_dir))
@@ -225,7 +225,7 @@ def _check_traffic(train_dir, logs):
       received, sent, sent_to_ps = found[0]
       assert abs(float(received) * 1e6 - model_bytes) <= 0.01e6, (found, model_bytes)
       # What the parameter servers received is in their own records of the step, which a
-      # traced step does not always carry whole (deployment.traffic; seen: all, all but
+      # traced step does not always carry whole (deployment.trace.traffic; seen: all, all but
       # 0.25 MB, none): when recorded, never more than the model.
       if sent_to_ps != 'not recorded':
         assert float(sent) * 1e6 <= model_bytes + 0.01e6, (found, model_bytes)
@@ -509,7 +509,7 @@ def test_tasks_do_not_outlive_a_killed_launcher(tmp_path):
   (tmp_path / 'ready').mkdir()
   launcher = subprocess.Popen([sys.executable, '-c', (
       'import sys, time; sys.path.insert(0, %r)\n'
-      'from deployment.local_cluster import LocalCluster\n'
+      'from deployment.cluster.local_cluster import LocalCluster\n'
       'command = [sys.executable, %r, "--ready_dir=%s", "--num_tasks=2"]\n'
       'cluster = LocalCluster(1, 1, command, %r, isolation="none").start()\n'
       'print(" ".join(str(t.process.pid) for t in cluster.tasks), flush=True)\n'

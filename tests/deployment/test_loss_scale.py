@@ -13,7 +13,7 @@ from deployment import model_deploy
 from deployment.loss_scale import (DynamicLossScale, LossScaleOptimizer,
                                    SkipNonFiniteUpdates, all_finite)
 from deployment.precision import float32_variables
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from tf_compat import tf
 
 X = np.array([[1.0, 0.5], [2.0, -1.0]], np.float32)       # per clone

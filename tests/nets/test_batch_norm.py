@@ -9,7 +9,8 @@ before training, and the training graph's outputs with the same net built for in
 import numpy as np
 import pytest
 
-from deployment import model_deploy, session_config
+from deployment import model_deploy
+from deployment.session import session_config
 from nets import batch_norm, lenet, nets_factory
 from tf_compat import tf, slim
 

@@ -18,7 +18,8 @@ import threading
 import numpy as np
 import pytest
 
-from deployment import model_deploy, session_config
+from deployment import model_deploy
+from deployment.session import session_config
 from training import precise_bn
 from tf_compat import tf, slim
 from training import train as train_module

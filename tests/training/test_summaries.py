@@ -20,7 +20,8 @@ from tensorboard.backend.event_processing import event_accumulator
 from checkpoints import end_marker
 from core.params import config_from_flags, define_flags
 from datasets.inputs import input_factory
-from deployment import accumulation, model_deploy, session_config
+from deployment import accumulation, model_deploy
+from deployment.session import session_config
 from tests import video_testdata
 from tests.training.starved_input import starve_training
 from tests.training.test_train import make_config, train_with_timeout

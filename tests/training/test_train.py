@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from datasets.conversion.image_conversion import convert
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from evaluation.image_eval import EvalConfig, evaluate
 from tf_compat import tf, slim
 from checkpoints import restore

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from nets import i3d_checkpoints
 from tests import video_testdata
 from tf_compat import tf

@@ -15,7 +15,7 @@ from typing import Tuple
 
 from absl import logging
 
-from deployment import placement
+from deployment.trace import placement
 from training.doctor import measure, report, verdicts
 from training.doctor.settings import check_settings
 from training.setup import check_train_config
@@ -35,9 +35,9 @@ class Diagnosis:
     run: what was measured: model_name, dataset_name, dataset_split_name, batch_size
       (per clone), num_clones, clone_on_cpu, cpu_cores, doctor_rounds, doctor_steps,
       doctor_warmup_steps.
-    devices: `deployment.placement.VisibleDevices` of the full step's session config.
+    devices: `deployment.trace.placement.VisibleDevices` of the full step's session config.
     measurements: `measure.Measurement`s: input alone, synthetic 1..N, full step.
-    placements: `deployment.placement.ClonePlacement`s of the traced full step (empty when
+    placements: `deployment.trace.placement.ClonePlacement`s of the traced full step (empty when
       the full step failed).
     verdict: `verdicts.Verdict`.
   """

@@ -7,7 +7,7 @@ alternating rounds.
                           input replaced by `SyntheticInput` (one batch of zeros): forward,
                           backward, gradient sum and update, without the pipeline's work.
   full training step      the trainer's graph as the flags build it; one more step is traced
-                          (FULL_TRACE) for `deployment.placement`. Its input-wait share is
+                          (FULL_TRACE) for `deployment.trace.placement`. Its input-wait share is
                           the trainer's own (training.summaries.InputWait), as the
                           progress lines of the same settings show it.
 
@@ -34,7 +34,7 @@ from absl import logging
 
 from datasets.inputs.synthetic_input import SyntheticInput
 from deployment import model_deploy, xla
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from tf_compat import tf
 from training import optimization
 from training.train import build_training_graph

@@ -14,7 +14,7 @@ import statistics
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from deployment.placement import describe_placement, short_device
+from deployment.trace.placement import describe_placement, short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
 __all__ = ['TEXT_FILE', 'JSON_FILE', 'PLOT_FILE', 'format_text', 'to_json', 'plot', 'write']

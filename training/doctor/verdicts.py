@@ -25,7 +25,7 @@ import dataclasses
 import statistics
 from typing import Tuple
 
-from deployment.placement import short_device
+from deployment.trace.placement import short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
 __all__ = ['INPUT_BOUND', 'COMPUTE_BOUND', 'CLONE_OVERHEAD', 'MEMORY', 'VERDICTS',
@@ -100,7 +100,7 @@ def _shared(shared, num_clones, clone_on_cpu, num_gpus):
   if clone_on_cpu:
     flags, fix = ('--num_clones',), ('the session has fewer logical CPU devices than '
                                      'clones: create it with one CPU device per clone '
-                                     '(deployment.session_config.make_session_config)')
+                                     '(deployment.session.session_config.make_session_config)')
   else:
     flags = ('--num_clones', '--clone_on_cpu')
     fix = ('%d GPU(s) visible for %d clones: use --num_clones=%d, or --clone_on_cpu for '
@@ -210,7 +210,7 @@ def decide(measurements, num_clones, shared=None, clone_on_cpu=False, num_gpus=0
   Args:
     measurements: the doctor's Measurements (input alone, synthetic 1..N, full).
     num_clones: N, the clone count the flags ask for.
-    shared: {device: (clone indices,)} from `deployment.placement.shared_devices`.
+    shared: {device: (clone indices,)} from `deployment.trace.placement.shared_devices`.
     clone_on_cpu: the flag, for the advice.
     num_gpus: physical GPUs TensorFlow sees, for the advice.
 

@@ -68,7 +68,7 @@ SLURM_TASK = {'SLURM_JOB_ID': '1234', 'SLURM_STEP_ID': '1', 'SLURM_STEP_NUM_TASK
 def test_under_slurm_task_0_is_the_dispatcher_and_the_others_its_workers():
   slurm = ServerConfig(addressing='slurm', work_dir='/runs/x/data_service',
                        address_file='/runs/x/dispatcher')
-  top = 20000 + 1234 % 2500 * 16 + 15   # deployment/slurm_env.py: the slot's top port.
+  top = 20000 + 1234 % 2500 * 16 + 15   # deployment/cluster/slurm_env.py: the slot's top port.
   dispatcher, address = with_addressing(slurm, dict(SLURM_TASK, SLURM_PROCID='0'))
   check_server_config(dispatcher)
   assert (dispatcher.role, dispatcher.port, address) == ('dispatcher', top, 'n1:%d' % top)

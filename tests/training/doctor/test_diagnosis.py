@@ -13,7 +13,7 @@ import os
 import pytest
 
 from datasets.inputs.synthetic_input import SyntheticInput
-from deployment.session_config import make_session_config
+from deployment.session.session_config import make_session_config
 from datasets.inputs import input_factory
 from tests.training.starved_input import StarvedInput, starve_training
 from tests.training.test_summaries import wait_shares

@@ -6,7 +6,7 @@ import os
 
 from PIL import Image
 
-from deployment.placement import ClonePlacement, VisibleDevices
+from deployment.trace.placement import ClonePlacement, VisibleDevices
 from training.doctor import report, verdicts
 from training.doctor.diagnosis import Diagnosis
 from training.doctor.measure import FULL, INPUT, SYNTHETIC, Measurement

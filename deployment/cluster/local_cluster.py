@@ -5,13 +5,13 @@
 `command` (any program that joins a TensorFlow cluster) plus its place in the cluster:
 `--ps_hosts --worker_hosts --job_name --task_index` appended, or TF_CONFIG in its
 environment (`addressing='tf_config'`), TensorFlow's two conventions, which
-deployment/cluster.py reads. Ports on 127.0.0.1 are picked free; each task writes one log,
-`<log_dir>/<job>-<index>.log`, appended to on a restart. Tasks run in the launcher's
-working directory and environment.
+deployment/cluster/ps_cluster.py reads. Ports on 127.0.0.1 are picked free; each task
+writes one log, `<log_dir>/<job>-<index>.log`, appended to on a restart. Tasks run in the
+launcher's working directory and environment.
 
 TensorFlow's gRPC server listens on every interface and has no authentication, so the
 tasks run in a private network namespace when this host allows one
-(`isolation='auto'`, see deployment/netns.py): their ports then exist only inside it. If
+(`isolation='auto'`, see deployment/cluster/netns.py): their ports then exist only inside it. If
 it does not, the start-up line says that the ports are open on all interfaces.
 
 With `num_data_workers` N > 0 a tf.data service starts first beside them: a dispatcher
@@ -43,17 +43,19 @@ from typing import Optional
 import portpicker
 
 from core.params import ConfigError, param
-from deployment.netns import NamespaceUnavailable, PrivateNetwork
+from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 
 __all__ = ['LaunchConfig', 'launch', 'LocalCluster', 'Task', 'ADDRESSING_FLAGS']
 
-# TensorFlow's cluster flags (deployment/cluster.py reads them): the launcher appends them
-# to the command, so the command must not carry them itself.
+# TensorFlow's cluster flags (ps_cluster reads them): the launcher appends them to the
+# command, so the command must not carry them itself.
 ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
 SERVICE_FLAG = 'data_service_address'  # Given to the training tasks with a data service.
 SERVICE_JOBS = ('dispatcher', 'data_worker')
 MAX_DISPATCHER_RESTARTS = 3
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # For `-m datasets...`.
+# The repository root, three levels above deployment/cluster/local_cluster.py, on the service
+# tasks' path for `-m datasets...`.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ISOLATIONS = ('auto', 'namespace', 'none')
 ADDRESSINGS = ('flags', 'tf_config')
 DEFAULT_LOG_DIR = os.path.join('runs', 'launch_local')

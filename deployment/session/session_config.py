@@ -5,7 +5,7 @@ the process even when one clone uses one GPU, which users read as "TF grabs all 
 memory". `gpu_allow_growth` (on by default here) and `gpu_memory_fraction` change that,
 and they only work if this config reaches the session that runs the graph: pass it to
 `slim.learning.train(session_config=...)` or `tf.Session(config=...)`. An entry whose
-config declares the two fields (`deployment.gpu_options`) gets its config from
+config declares the two fields (`deployment.session.gpu_options`) gets its config from
 `session_config_for(config)`.
 """
 
@@ -58,7 +58,7 @@ def session_config_for(config, deploy_config=None):
   """make_session_config with `config`'s gpu_allow_growth and gpu_memory_fraction.
 
   Args:
-    config: a config declaring the fields of `deployment.gpu_options` (already checked).
+    config: a config declaring the fields of `deployment.session.gpu_options` (already checked).
     deploy_config: as for make_session_config; None for a single-device session
       (evaluation, export, prediction).
   """

@@ -1,16 +1,17 @@
-"""deployment.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
+"""deployment.cluster.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
 data workers start first as `python -m datasets.data_service` commands, the training tasks
 get --data_service_address, a data worker that dies is one line while training goes on, a
 dispatcher that dies is restarted on its port and journal, the last data worker gone ends
 the job with the chief's 138, and the service ends with the job (SIGTERM, status 0). The
 real trainer (LeNet on digits) runs as the tasks."""
 
+import os
 import sys
 import threading
 
 import pytest
 
-from deployment.local_cluster import LocalCluster
+from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import log_text, steps, train_flags, trainer, wait_for
 
 
@@ -30,6 +31,9 @@ def test_service_tasks_come_first_and_the_trainers_get_the_address(tmp_path):
   assert '--data_service_address=' + address in cluster.command(cluster.task('worker-1'))
   assert '--data_service_address=' + address in cluster.command(cluster.task('ps-0'))
   assert cluster.training_tasks() == cluster.tasks[3:]
+  # The service tasks find `-m datasets.data_service` from any working directory.
+  root = cluster._environment(cluster.task('dispatcher-0'))['PYTHONPATH'].split(os.pathsep)[0]
+  assert os.path.isfile(os.path.join(root, 'datasets', 'data_service.py')), root
 
 
 def _kill_when_training(cluster, names):

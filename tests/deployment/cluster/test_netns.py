@@ -1,4 +1,4 @@
-"""deployment/netns.py: a port bound to every interface inside the private namespace is
+"""deployment/cluster/netns.py: a port bound to every interface inside the private namespace is
 reachable inside it and does not exist outside (no TensorFlow here: plain sockets)."""
 
 import shutil
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deployment.netns import NamespaceUnavailable, PrivateNetwork
+from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 
 # Inside the namespace: listen on all interfaces like TF's gRPC server, connect to it on
 # 127.0.0.1, print the port and the interfaces, then wait for stdin to close.

@@ -1,4 +1,4 @@
-"""deployment/slurm_env.py and --addressing (deployment/cluster.py find_task): the cluster
+"""deployment/cluster/slurm_env.py and --addressing (ps_cluster.find_task): the cluster
 every task of an srun step computes from its environment, checked against layouts worked
 out by hand and, for host lists, against Slurm's own `scontrol show hostnames`."""
 
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from deployment import cluster, slurm_env
-from deployment.cluster import ClusterError
+from deployment.cluster import ps_cluster, slurm_env
+from deployment.cluster.ps_cluster import ClusterError
 from tests import slurm_cluster
 
 HOSTLISTS = {
@@ -132,14 +132,14 @@ TF_CONFIG = '{"cluster": {"ps": ["t:1"], "worker": ["t:2"]}, "task": {"type": "w
 
 def test_auto_takes_flags_or_tf_config_before_slurm_then_slurm():
   environ = dict(step(2), TF_CONFIG=TF_CONFIG)
-  assert cluster.find_task('auto', FLAGS, step(2), 1).source == 'flags'
-  assert cluster.find_task('auto', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
-  assert cluster.find_task('auto', NO_FLAGS, step(2), 1).source == 'Slurm job 1234'
-  assert cluster.find_task('auto', NO_FLAGS, {}, 0) is None
+  assert ps_cluster.find_task('auto', FLAGS, step(2), 1).source == 'flags'
+  assert ps_cluster.find_task('auto', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+  assert ps_cluster.find_task('auto', NO_FLAGS, step(2), 1).source == 'Slurm job 1234'
+  assert ps_cluster.find_task('auto', NO_FLAGS, {}, 0) is None
   # An explicit choice reads that source only.
-  assert cluster.find_task('slurm', NO_FLAGS, environ, 1).source == 'Slurm job 1234'
-  assert cluster.find_task('flags', FLAGS, environ, 1).source == 'flags'
-  assert cluster.find_task('tf_config', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+  assert ps_cluster.find_task('slurm', NO_FLAGS, environ, 1).source == 'Slurm job 1234'
+  assert ps_cluster.find_task('flags', FLAGS, environ, 1).source == 'flags'
+  assert ps_cluster.find_task('tf_config', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
 
 
 @pytest.mark.parametrize('addressing, host_flags, environ, match', [
@@ -152,12 +152,12 @@ def test_auto_takes_flags_or_tf_config_before_slurm_then_slurm():
 ])
 def test_addressing_mistakes(addressing, host_flags, environ, match):
   with pytest.raises(ClusterError, match=match):
-    cluster.find_task(addressing, host_flags, environ, 1)
+    ps_cluster.find_task(addressing, host_flags, environ, 1)
 
 
 def test_the_registry_refuses_a_name_twice():
   with pytest.raises(ValueError, match='already registered'):
-    cluster.register_addressing('slurm', lambda environ, num_ps: None, '')
+    ps_cluster.register_addressing('slurm', lambda environ, num_ps: None, '')
 
 
 def _ports(addresses):

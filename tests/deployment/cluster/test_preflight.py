@@ -1,4 +1,4 @@
-"""deployment/preflight.py and start_server's own checks: a taken port, a host that does not
+"""deployment/cluster/preflight.py and start_server's own checks: a taken port, a host that does not
 resolve (waited for, within a bound) and a train_dir that takes no file are each one line
 naming them; a good cluster on free loopback ports passes."""
 
@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from deployment import cluster, preflight
-from deployment.cluster import ClusterError, TaskSpec
+from deployment.cluster import preflight, ps_cluster
+from deployment.cluster.ps_cluster import ClusterError, TaskSpec
 from tests.cluster_tasks import free_ports
 
 BAD_HOST = 'no-such-host.invalid'   # RFC 6761: .invalid never resolves.
@@ -37,7 +37,7 @@ def test_a_taken_port_names_the_port_and_the_task(held_port):
   assert preflight.port_problems(task) == [line]
   assert preflight.own_port_problem(task) == line
   with pytest.raises(ClusterError) as raised:
-    cluster.start_server(task, names_timeout_secs=1)
+    ps_cluster.start_server(task, names_timeout_secs=1)
   assert str(raised.value) == line
 
 
@@ -80,7 +80,7 @@ def test_resolution_is_retried_until_the_timeout_then_refused():
   assert problems and problems[0].startswith("ps 0's host %s does not resolve" % BAD_HOST)
   assert len(sleeps) == 3 and sum(sleeps) == 3.0   # Three tries after the first, not more.
   with pytest.raises(ClusterError, match="ps 0's host %s does not resolve" % BAD_HOST):
-    cluster.start_server(task, names_timeout_secs=0.3)
+    ps_cluster.start_server(task, names_timeout_secs=0.3)
 
 
 def test_a_name_that_appears_late_is_waited_for(monkeypatch):

@@ -1,4 +1,4 @@
-"""Tests for deployment/placement.py: where clones ran, read from a traced step.
+"""Tests for deployment/trace/placement.py: where clones ran, read from a traced step.
 
 The graphs are two tiny conv clones built by model_deploy.deploy; the reference is the
 session's own device list and hand-written step stats, not the graph's device strings.
@@ -6,8 +6,9 @@ session's own device list and hand-written step stats, not the graph's device st
 
 import pytest
 
-from deployment import model_deploy, placement
-from deployment.session_config import make_session_config
+from deployment import model_deploy
+from deployment.trace import placement
+from deployment.session.session_config import make_session_config
 from tf_compat import tf
 
 CPU = '/job:localhost/replica:0/task:0/device:CPU:%d'

@@ -1,5 +1,5 @@
-"""deployment/cluster.py: cluster resolution from flags and TF_CONFIG, device filters, the
-parameter-server monitor and the leaving queue (two in-process servers)."""
+"""deployment/cluster/ps_cluster.py: cluster resolution from flags and TF_CONFIG, device
+filters, the parameter-server monitor and the leaving queue (two in-process servers)."""
 
 import json
 import socket
@@ -9,8 +9,9 @@ import pytest
 
 import portpicker
 
-from deployment import cluster, model_deploy
-from deployment.cluster import ClusterError, TaskSpec
+from deployment import model_deploy
+from deployment.cluster import ps_cluster
+from deployment.cluster.ps_cluster import ClusterError, TaskSpec
 
 PS = ('10.0.0.1:2222',)
 WORKERS = ('10.0.0.2:2222', '10.0.0.3:2222', '10.0.0.4:2222')
@@ -27,17 +28,17 @@ def tf_config(task_type, index, chief=True, evaluator=False, **extra):
 
 
 def test_no_cluster_settings_mean_a_single_process():
-  assert cluster.resolve_task() is None
-  assert cluster.resolve_task((), (), None, 0, '') is None
+  assert ps_cluster.resolve_task() is None
+  assert ps_cluster.resolve_task((), (), None, 0, '') is None
 
 
 def test_flags_describe_a_worker():
-  task = cluster.resolve_task(PS, WORKERS, 'worker', 2)
+  task = ps_cluster.resolve_task(PS, WORKERS, 'worker', 2)
   assert task == TaskSpec(PS, WORKERS, 'worker', 2, 'flags')
   assert (task.num_ps, task.num_workers, task.is_chief, task.is_ps) == (1, 3, False, False)
   assert task.address == WORKERS[2]
-  assert cluster.resolve_task(PS, WORKERS, 'worker', 0).is_chief
-  assert cluster.resolve_task(PS, WORKERS, 'ps', 0).address == PS[0]
+  assert ps_cluster.resolve_task(PS, WORKERS, 'worker', 0).is_chief
+  assert ps_cluster.resolve_task(PS, WORKERS, 'ps', 0).address == PS[0]
 
 
 @pytest.mark.parametrize('task_type, index, job, expected_index', [
@@ -49,14 +50,14 @@ def test_tf_config_folds_the_chief_in_as_worker_0(task_type, index, job, expecte
     value = json.loads(text)
     value['cluster']['master'] = value['cluster'].pop('chief')
     text = json.dumps(value)
-  task = cluster.resolve_task(tf_config=text)
+  task = ps_cluster.resolve_task(tf_config=text)
   assert (task.job_name, task.task_index, task.source) == (job, expected_index, 'TF_CONFIG')
   # Every task computes the same cluster, the one the flags would give.
   assert task.worker_hosts == WORKERS and task.ps_hosts == PS
 
 
 def test_tf_config_without_chief_and_with_an_evaluator():
-  task = cluster.resolve_task(tf_config=tf_config('worker', 0, chief=False, evaluator=True))
+  task = ps_cluster.resolve_task(tf_config=tf_config('worker', 0, chief=False, evaluator=True))
   assert task.worker_hosts == WORKERS and task.is_chief
   assert '10.0.0.9:2222' not in task.worker_hosts + task.ps_hosts
 
@@ -94,19 +95,19 @@ def test_tf_config_without_chief_and_with_an_evaluator():
 ])
 def test_mistakes_are_one_line_naming_the_setting(kwargs, message):
   with pytest.raises(ClusterError) as error:
-    cluster.resolve_task(**kwargs)
+    ps_cluster.resolve_task(**kwargs)
   assert message in str(error.value)
   assert '\n' not in str(error.value)
 
 
 def test_device_filters_keep_a_worker_to_itself_and_the_ps():
-  assert cluster.device_filters(model_deploy.DeploymentConfig()) == []
+  assert ps_cluster.device_filters(model_deploy.DeploymentConfig()) == []
   config = model_deploy.DeploymentConfig(replica_id=2, num_replicas=3, num_ps_tasks=2)
-  assert cluster.device_filters(config) == ['/job:ps', '/job:worker/task:2']
+  assert ps_cluster.device_filters(config) == ['/job:ps', '/job:worker/task:2']
 
 
 def test_name_of_maps_devices_in_messages_to_hosts():
-  task = cluster.resolve_task(PS, WORKERS, 'worker', 1)
+  task = ps_cluster.resolve_task(PS, WORKERS, 'worker', 1)
   assert task.name_of('from /job:ps/replica:0/task:0/device:CPU:0 x') == (
       '/job:ps/task:0 (10.0.0.1:2222)')
   assert task.name_of('nothing here') is None
@@ -127,8 +128,8 @@ def test_monitor_reports_a_server_that_stops_answering_and_ignores_one_never_see
     lost.append((index, host))
     done.set()
 
-  with cluster.ParameterServerMonitor([never, alive], on_lost, interval_secs=0.05,
-                                      lost_after_secs=0.2):
+  with ps_cluster.ParameterServerMonitor([never, alive], on_lost, interval_secs=0.05,
+                                         lost_after_secs=0.2):
     threading.Event().wait(0.3)
     assert not lost
     listener.close()
@@ -145,7 +146,7 @@ def test_absent_tasks_are_the_others_that_refuse_a_connection():
   try:
     # This task's own address (worker 0, gone[0]) is never reported.
     task = TaskSpec((alive,), (gone[0], alive, gone[1]), 'worker', 0)
-    assert cluster.absent_tasks(task, timeout_secs=0.5) == [('worker', 2, gone[1])]
+    assert ps_cluster.absent_tasks(task, timeout_secs=0.5) == [('worker', 2, gone[1])]
   finally:
     listener.close()
 
@@ -155,18 +156,18 @@ def test_a_parameter_server_leaves_once_every_worker_has_left():
   hosts = ['127.0.0.1:%d' % portpicker.pick_unused_port() for _ in range(3)]
   ps = TaskSpec(tuple(hosts[:1]), tuple(hosts[1:]), 'ps', 0)
   workers = [TaskSpec(ps.ps_hosts, ps.worker_hosts, 'worker', i) for i in range(2)]
-  servers = [cluster.start_server(t) for t in [ps] + workers]
+  servers = [ps_cluster.start_server(t) for t in [ps] + workers]
   stop = threading.Event()
   result = {}
   waiter = threading.Thread(target=lambda: result.setdefault('left', (
-      cluster.wait_for_workers_to_leave(ps, servers[0].target, stop, 5.0, poll_secs=0.1,
-                                        linger_secs=0.0))))
+      ps_cluster.wait_for_workers_to_leave(ps, servers[0].target, stop, 5.0, poll_secs=0.1,
+                                           linger_secs=0.0))))
   waiter.start()
-  assert cluster.announce_leaving(workers[1], servers[2].target) == 1
-  assert cluster.announce_leaving(workers[1], servers[2].target) == 1  # Counted once.
+  assert ps_cluster.announce_leaving(workers[1], servers[2].target) == 1
+  assert ps_cluster.announce_leaving(workers[1], servers[2].target) == 1  # Counted once.
   waiter.join(0.5)
   assert waiter.is_alive()
-  assert cluster.announce_leaving(workers[0], servers[1].target) == 1
+  assert ps_cluster.announce_leaving(workers[0], servers[1].target) == 1
   waiter.join(10)
   assert result['left'] == [0, 1]
   del tf
@@ -179,4 +180,4 @@ def test_a_parameter_server_leaves_once_every_worker_has_left():
     ({'TF_NUM_INTEROP_THREADS': '1'}, 1, 0),      # The user's setting wins.
 ])
 def test_a_one_core_task_gets_two_inter_op_threads(environ, cores, threads):
-  assert cluster.server_inter_op_threads(environ, cores) == threads
+  assert ps_cluster.server_inter_op_threads(environ, cores) == threads

@@ -1,4 +1,4 @@
-"""deployment/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
+"""deployment/cluster/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
 one line naming the variable; find_task reads it when nothing else describes a
 cluster; a cluster of tasks that see exactly the environment the manifest gives its pods
 (tests/jobset_pods.py), their names resolving to loopback, trains to the end; and the
@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from deployment import cluster, jobset_env
-from deployment.cluster import ClusterError
-from deployment.local_cluster import LocalCluster
-from deployment.netns import NamespaceUnavailable, PrivateNetwork
+from deployment.cluster import jobset_env, ps_cluster
+from deployment.cluster.ps_cluster import ClusterError
+from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 from tests.data_service import READY, wait_for as wait_until
 from tests import jobset_pods
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
@@ -81,10 +81,10 @@ NO_FLAGS = ((), (), None, 0)
 
 
 def test_find_task_reads_the_jobset_environment_when_nothing_else_is_given():
-  assert cluster.find_task('auto', NO_FLAGS, POD) == task()
-  assert cluster.find_task('auto', NO_FLAGS, {}) is None
-  assert cluster.find_task('jobset', NO_FLAGS, POD) == task()
-  flags = cluster.find_task('auto', (['a:1'], ['b:1'], 'worker', 0), POD)
+  assert ps_cluster.find_task('auto', NO_FLAGS, POD) == task()
+  assert ps_cluster.find_task('auto', NO_FLAGS, {}) is None
+  assert ps_cluster.find_task('jobset', NO_FLAGS, POD) == task()
+  flags = ps_cluster.find_task('auto', (['a:1'], ['b:1'], 'worker', 0), POD)
   assert flags.source == 'flags'   # Given flags (or TF_CONFIG) win in 'auto'.
 
 
@@ -98,7 +98,7 @@ def test_find_task_reads_the_jobset_environment_when_nothing_else_is_given():
 ])
 def test_find_task_refuses_conflicting_addressing(addressing, host_flags, environ, words):
   with pytest.raises(ClusterError, match=words.replace('(', r'\(')):
-    cluster.find_task(addressing, host_flags, environ)
+    ps_cluster.find_task(addressing, host_flags, environ)
 
 
 class JobSetPods(LocalCluster):

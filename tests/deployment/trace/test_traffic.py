@@ -1,8 +1,8 @@
-"""deployment.traffic on run metadata built by hand (the labels gRPC's RecvTensor writes),
+"""deployment.trace.traffic on run metadata built by hand (the labels gRPC's RecvTensor writes),
 against sums done by hand. A real cluster's traffic line is checked against the
 checkpoint's variable sizes in test_launch_local.py."""
 
-from deployment.traffic import describe_traffic, step_traffic
+from deployment.trace.traffic import describe_traffic, step_traffic
 from tf_compat import tf
 
 PS0 = '/job:ps/replica:0/task:0/device:CPU:0'

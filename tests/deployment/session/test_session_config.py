@@ -1,4 +1,4 @@
-"""Tests for deployment/session_config.py: the ConfigProto every session is created with."""
+"""Tests for deployment/session/session_config.py: the ConfigProto every session is created with."""
 
 import math
 
@@ -7,7 +7,7 @@ from tensorflow.python.client import device_lib
 
 from tf_compat import tf
 from deployment import model_deploy
-from deployment import session_config
+from deployment.session import session_config
 
 
 def _cpu_names(devices):

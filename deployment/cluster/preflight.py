@@ -1,7 +1,7 @@
 """Checks that need no running job: the cluster's names resolve, its ports are free, a
 directory takes files.
 
-Each check takes a `deployment.cluster.TaskSpec`-like cluster (ps_hosts, worker_hosts of
+Each check takes a `deployment.cluster.ps_cluster.TaskSpec`-like cluster (ps_hosts, worker_hosts of
 'host:port', and `source` for messages) and returns a list of one-line problems, empty when
 all is well. `start_server` runs the task's own checks before TensorFlow binds its port
 (TensorFlow's own refusal is a gRPC log line and "Could not start gRPC server");

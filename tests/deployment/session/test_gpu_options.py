@@ -1,4 +1,4 @@
-"""deployment/gpu_options.py: the GPU memory flags every session-creating entry declares,
+"""deployment/session/gpu_options.py: the GPU memory flags every session-creating entry declares,
 with training's names, help, defaults and rule."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from core.params import ConfigError, param
-from deployment import gpu_options, session_config
+from deployment.session import gpu_options, session_config
 from evaluation.config import EvalConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig

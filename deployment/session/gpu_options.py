@@ -11,7 +11,7 @@ keeps its --help groups, and checks them in its setup:
       gpu_memory_fraction: float = gpu_memory_fraction_param()
 
     check_gpu_options(config)                         # in the entry's setup
-    tf.Session(config=session_config_for(config))     # deployment.session_config
+    tf.Session(config=session_config_for(config))     # deployment.session.session_config
 
 Without them TensorFlow maps all free memory of every visible GPU into the process, so an
 `eval.py --watch` beside training takes the memory training needs. The names, help,

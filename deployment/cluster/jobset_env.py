@@ -10,13 +10,13 @@ are the parameter servers, those of `worker` the workers (worker 0, the chief, i
 pod 0); task k of the cluster, counting the ps tasks first, listens on base port + k, so
 the same environment also runs with hostNetwork or on one host.
 
-`task_from_environ` returns the `deployment.cluster.TaskSpec` (None outside a JobSet);
+`task_from_environ` returns the `deployment.cluster.ps_cluster.TaskSpec` (None outside a JobSet);
 mistakes raise `ClusterError`, one line naming the variable.
 """
 
 import re
 
-from deployment.cluster import ClusterError, TaskSpec, _check_task as check_task
+from deployment.cluster.ps_cluster import ClusterError, TaskSpec, _check_task as check_task
 
 __all__ = ['task_from_environ', 'VARIABLES', 'ROLES']
 

@@ -12,8 +12,8 @@ and the workers shift up by one, so every task computes the same cluster; an `ev
 entry is dropped (it does not train). `resolve_task` returns a `TaskSpec`, or None when
 neither describes a cluster (a single process). `find_task` adds the trainer's
 --addressing: the registry ADDRESSINGS of environments a scheduler sets (TF_CONFIG,
-Slurm's srun step in deployment/slurm_env.py, a JobSet pod), each found by itself
-under --addressing=auto (deployment/jobset_env.py reads a JobSet pod's).
+Slurm's srun step in deployment/cluster/slurm_env.py, a JobSet pod), each found by itself
+under --addressing=auto (deployment/cluster/jobset_env.py reads a JobSet pod's).
 
 Mistakes raise `ClusterError` (a ValueError) with one line naming the flag (or TF_CONFIG
 key), the bad value and what would be accepted.
@@ -41,7 +41,7 @@ import time
 
 from absl import logging
 
-from deployment import preflight
+from deployment.cluster import preflight
 from tf_compat import tf
 
 __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
@@ -252,12 +252,12 @@ def register_addressing(name, find, needs):
 
 
 def _slurm(environ, num_ps):
-  from deployment import slurm_env  # pylint: disable=import-outside-toplevel  (it imports us)
+  from deployment.cluster import slurm_env  # pylint: disable=import-outside-toplevel  (a cycle)
   return slurm_env.task_from_environ(environ, num_ps)
 
 
 def _jobset(environ, num_ps):  # pylint: disable=unused-argument  (the pod's env gives P)
-  from deployment import jobset_env  # pylint: disable=import-outside-toplevel  (it imports us)
+  from deployment.cluster import jobset_env  # pylint: disable=import-outside-toplevel  (a cycle)
   return jobset_env.task_from_environ(environ)
 
 

@@ -1,6 +1,6 @@
-"""deployment.step_stats: executed nodes read from a RunMetadata built by hand."""
+"""deployment.trace.step_stats: executed nodes read from a RunMetadata built by hand."""
 
-from deployment.step_stats import ExecutedNode, executed_nodes
+from deployment.trace.step_stats import ExecutedNode, executed_nodes
 from tf_compat import tf
 
 
