@@ -33,3 +33,12 @@ def held_port():
   holder.listen()
   yield holder.getsockname()[1]
   holder.close()
+
+
+def pytest_collection_modifyitems(items):
+  """Files holding slow or cluster tests first, in their own order otherwise: pytest-xdist
+  hands whole files to its workers in this order, so a long file starting last would leave
+  the other worker idle at the end."""
+  long_files = {item.path for item in items
+                if item.get_closest_marker('slow') or item.get_closest_marker('cluster')}
+  items.sort(key=lambda item: item.path not in long_files)
