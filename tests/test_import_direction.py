@@ -27,7 +27,9 @@ FORBIDDEN = {
 }
 
 
-def _imports(path):
+def _imports(path, names=False):
+  """(line, dotted module) of each import; with `names`, `from a import b` gives 'a.b' (b
+  may be a module of package a: `from datasets import inputs`)."""
   with open(path) as source:
     tree = ast.parse(source.read(), path)
   for node in ast.walk(tree):
@@ -35,7 +37,10 @@ def _imports(path):
       for alias in node.names:
         yield node.lineno, alias.name
     elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      yield node.lineno, node.module
+      if not names:
+        yield node.lineno, node.module
+      for alias in node.names if names else ():
+        yield node.lineno, '%s.%s' % (node.module, alias.name)
 
 
 def _modules(package):
@@ -66,7 +71,20 @@ def test_every_package_is_ruled():
 INSIDE_DEPLOYMENT = {
 }
 
+# datasets/, bottom up: formats/ (shards, the converted layout, record formats), splits/
+# (source split lists), the declarations at the top level (dataset modules, the registry,
+# the video spec), then the readers, writers and checks beside one another; the tools,
+# thin mains at the cited paths, above everything.
+_DATASET_TOOLS = ('convert_images', 'convert_videos', 'make_synthetic_videos',
+                  'verify_records', 'migrate_video_records', 'export_media_sequence',
+                  'data_service')
+_BESIDE = {'conversion', 'inputs', 'checks', 'synthetic'}
 INSIDE_DATASETS = {
+    'formats': {'splits', ''} | _BESIDE | set(_DATASET_TOOLS),
+    'splits': {''} | _BESIDE | set(_DATASET_TOOLS),
+    '': _BESIDE | set(_DATASET_TOOLS),
+    **{room: (_BESIDE - {room}) | set(_DATASET_TOOLS) for room in _BESIDE},
+    **{tool: set() for tool in _DATASET_TOOLS},
 }
 
 INSIDE = {'deployment': INSIDE_DEPLOYMENT, 'datasets': INSIDE_DATASETS}
@@ -88,7 +106,7 @@ def inside_violations(package, rooms):
     relative = os.path.relpath(path, ROOT)
     dotted = relative[:-len('.py')].replace(os.sep, '.')
     own = _room(dotted[len(package) + 1:], rooms)
-    for line, module in _imports(path):
+    for line, module in _imports(path, names=True):
       if not module.startswith(package + '.'):
         continue
       theirs = _room(module[len(package) + 1:], rooms)
