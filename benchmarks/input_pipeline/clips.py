@@ -67,7 +67,7 @@ def breakdown(data, settings):
   """
   tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
-  from datasets.formats import video_records
+  from datasets.formats import video_records  # pylint: disable=import-outside-toplevel
   split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
   shard = sorted(tf.io.gfile.glob(split.file_pattern))[0]
   entry = next(tf.compat.v1.io.tf_record_iterator(video_records.index_path(shard)))
