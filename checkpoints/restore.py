@@ -37,7 +37,7 @@ __all__ = ['EMA_SUFFIX', 'MOVING_AVERAGE_MODES', 'RestorePlan', 'ModelFit',
 
 EMA_SUFFIX = '/ExponentialMovingAverage'
 MOVING_AVERAGE_MODES = ('auto', 'true', 'false')
-# datasets.converted_data.MODALITY_CHANNELS inverted, plus grey images; written out here
+# datasets.formats.converted_data.MODALITY_CHANNELS inverted, plus grey images; written out here
 # because checkpoints/ sits below datasets/.
 _CHANNEL_MODALITIES = {3: 'rgb', 2: 'flow', 1: 'grey'}
 

@@ -8,7 +8,7 @@ r"""Converts a video dataset into clip records: `python -m datasets.convert_vide
 
 Writes `<split>-0000i-of-000NN` shards of `tf.train.SequenceExample` records, each video
 as records of `--chunk_frames` frames, with an index beside each shard (layout in
-`datasets/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
+`datasets/formats/video_records.py`), `labels.txt`, `manifest.json` (videos, frames and every
 skipped video with its reason) and, last, `dataset_info.json`. For the field's whole-video
 layout, export afterwards: `python -m datasets.export_media_sequence --dataset_dir=D
 --output_dir=E`.

@@ -8,8 +8,8 @@ Create the converted data with:
     python -m datasets.convert_images --dataset_name=digits --output_dir=DIR
 """
 
-from datasets import converted_data
-from datasets.dataset_split import DatasetError
+from datasets.formats import converted_data
+from datasets.formats.dataset_split import DatasetError
 
 NAME = 'digits'
 SPLITS_TO_SIZES = {'train': 1437, 'test': 360}

@@ -7,7 +7,7 @@ class names (the sub-directory names, sorted) from labels.txt. Create it with:
         --output_dir=DIR [--test_fraction=0.2 --seed=0]
 """
 
-from datasets import converted_data
+from datasets.formats import converted_data
 
 NAME = 'image_folder'
 SPLIT_NAMES = ('train', 'test')

@@ -6,7 +6,7 @@ r"""Migrates older video records to today's layout: `python -m datasets.migrate_
 Video records of format 1 (one record per whole video; their dataset_info.json has no
 "format_version") are refused by training, eval and export with one line naming this
 command. It writes the same videos, frames byte for byte, as chunked records with an index
-per shard (format 2, datasets/video_records.py) into --output_dir, a new directory; the
+per shard (format 2, datasets/formats/video_records.py) into --output_dir, a new directory; the
 old one is only read and can be removed afterwards. Each shard is written atomically and
 dataset_info.json last, so an interrupted run leaves no half dataset; the same command
 resumes it, keeping the shards already done. The work is in

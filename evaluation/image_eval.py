@@ -24,7 +24,7 @@ from deployment.precision import network_in_precision
 from deployment.session.session_config import session_config_for
 from core.errors import DataError
 from core.params import ConfigError
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from datasets.inputs import image_input
 from evaluation.config import EvalConfig
 from evaluation.metrics import accuracy_text, classification_metrics

@@ -17,7 +17,7 @@ from absl import logging
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
-from datasets import index_check
+from datasets.checks import index_check
 from deployment.session.gpu_options import check_gpu_options
 from deployment.precision import check_inference_kernels
 from deployment.session.precision_options import check_mixed_precision

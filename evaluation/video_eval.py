@@ -28,7 +28,7 @@ from nets import nets_factory
 from tf_compat import tf
 from core.errors import DataError
 from core.params import ConfigError
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 
 __all__ = ['StreamScores', 'VideoEvalResult', 'clip_logits', 'score_videos', 'fuse',
            'evaluate_videos']

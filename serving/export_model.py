@@ -38,7 +38,7 @@ import numpy as np
 from checkpoints import restore
 from checkpoints.paths import resolve_checkpoint
 from checkpoints.restore import MOVING_AVERAGE_MODES
-from datasets import converted_data
+from datasets.formats import converted_data
 from resolve import names
 from resolve.run_record import (Link, changed_fields, fill_from_record, find_record,
                                 no_record)

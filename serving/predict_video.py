@@ -11,7 +11,7 @@ The file goes through the path its model's evaluation data went through, so the 
 what eval.py would show it for that video: the converter's per-video work
 (`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized,
 optional frame rate, TV-L1 flow for flow models, JPEG at the converter's quality), one
-shard of chunked clip records with its index (`datasets.video_records`), then
+shard of chunked clip records with its index (`datasets.formats.video_records`), then
 evaluation's clip sampling and centre crop (`datasets.inputs.clip_input`, values in
 [-1, 1]). The model's logits are averaged over the video's clips (as evaluation does) and
 turned into probabilities.
@@ -24,11 +24,11 @@ from typing import Optional
 
 import numpy as np
 
-from datasets import converted_data, video_records
-from datasets.conversion import shard_writer, video_shards
-from datasets.inputs import clip_input
-from datasets.dataset_split import DatasetSplit
+from datasets.conversion import video_shards
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
+from datasets.formats import converted_data, shards, video_records
+from datasets.formats.dataset_split import DatasetSplit
+from datasets.inputs import clip_input
 from serving import export_layout
 from serving.model_info import read_model_info
 from tf_compat import tf
@@ -109,7 +109,7 @@ def prepare_clips(video, info, session_config=None):
     num_frames = _record_file(directory, video, info)
     split = DatasetSplit(
         name='video', split_name='video', dataset_dir=directory,
-        file_pattern=shard_writer.shard_file_pattern(directory, 'video', 1), num_samples=1,
+        file_pattern=shards.shard_file_pattern(directory, 'video', 1), num_samples=1,
         num_classes=info['num_classes'], labels_to_names={}, num_channels=info['channels'],
         modality=info['modality'])
     with tf.Graph().as_default():

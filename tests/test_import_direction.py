@@ -80,7 +80,20 @@ INSIDE_DEPLOYMENT = {
     'session': set(ROOMS_OF_DEPLOYMENT) - {'session'},
 }
 
+# datasets/, bottom up: formats/ (shards, the converted layout, record formats), splits/
+# (source split lists), the declarations at the top level (dataset modules, the registry,
+# the video spec), then the readers, writers and checks beside one another; the tools,
+# thin mains at the cited paths, above everything.
+_DATASET_TOOLS = ('convert_images', 'convert_videos', 'make_synthetic_videos',
+                  'verify_records', 'migrate_video_records', 'export_media_sequence',
+                  'data_service')
+_BESIDE = {'conversion', 'inputs', 'checks', 'synthetic'}
 INSIDE_DATASETS = {
+    'formats': {'splits', ''} | _BESIDE | set(_DATASET_TOOLS),
+    'splits': {''} | _BESIDE | set(_DATASET_TOOLS),
+    '': _BESIDE | set(_DATASET_TOOLS),
+    **{room: (_BESIDE - {room}) | set(_DATASET_TOOLS) for room in _BESIDE},
+    **{tool: set() for tool in _DATASET_TOOLS},
 }
 
 INSIDE = {'deployment': INSIDE_DEPLOYMENT, 'datasets': INSIDE_DATASETS}

@@ -12,7 +12,7 @@ import os
 from checkpoints import paths, restore
 from core.errors import require
 from core.params import ConfigError
-from datasets import index_check
+from datasets.checks import index_check
 from datasets.inputs import record_files, service_client
 from datasets.inputs.input_factory import InputSettings, get_input
 from deployment import model_deploy, precision

@@ -27,7 +27,7 @@ from nets import nets_factory
 from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
 from training import cluster_agreement, optimization, precise_bn, run_record, summaries
 from training.cadence import Cadence

@@ -66,7 +66,8 @@ def breakdown(data, settings):
   the pipeline and one flipped by finish_clips are equal.
   """
   tf = tf_module()
-  from datasets import dataset_factory, video_records  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  from datasets.formats import video_records  # pylint: disable=import-outside-toplevel
   split = dataset_factory.get_dataset('video_folder', 'train', data['records_dir'])
   shard = sorted(tf.io.gfile.glob(split.file_pattern))[0]
   entry = next(tf.compat.v1.io.tf_record_iterator(video_records.index_path(shard)))
@@ -93,7 +94,7 @@ def _breakdown_steps(tf, shard, serialized, length, size):
   on the string scalar `serialized` (one video's index entry in `shard`), start frame 3,
   crop at (16, 58)."""
   # pylint: disable-next=import-outside-toplevel
-  from datasets import video_records
+  from datasets.formats import video_records
   from datasets.inputs import clip_input, clip_reader  # pylint: disable=import-outside-toplevel
   steps = {}
   video = video_records.parse_index_entry(serialized)

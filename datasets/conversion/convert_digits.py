@@ -5,11 +5,11 @@ import io
 import numpy as np
 from PIL import Image
 
-from datasets import converted_data
 from datasets import digits
-from datasets import image_records
-from datasets.dataset_split import DatasetError
-from datasets.conversion.stratified_split import stratified_split
+from datasets.conversion import shard_writer
+from datasets.formats import converted_data, image_records
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits.stratified_split import stratified_split
 
 
 def to_uint8(images):
@@ -56,7 +56,7 @@ def convert_digits(output_dir, num_shards):
   train, test = stratified_split(labels, digits.SPLITS_TO_SIZES['test'], digits.SPLIT_SEED)
   splits = {'train': (_records(images, labels, train), len(train)),
             'test': (_records(images, labels, test), len(test))}
-  converted_data.write_converted_dataset(output_dir, digits.NAME, list(digits.CLASS_NAMES),
+  shard_writer.write_converted_dataset(output_dir, digits.NAME, list(digits.CLASS_NAMES),
                                          digits.NUM_CHANNELS, splits, num_shards)
   return converted_data.ConversionResult(
       dataset_name=digits.NAME, output_dir=output_dir,

@@ -10,11 +10,11 @@ import os
 
 from PIL import Image
 
-from datasets import converted_data
 from datasets import image_folder
-from datasets import image_records
-from datasets.dataset_split import DatasetError
-from datasets.conversion.stratified_split import stratified_split
+from datasets.conversion import shard_writer
+from datasets.formats import converted_data, image_records
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits.stratified_split import stratified_split
 
 # (Pillow format, mode) pairs whose bytes TensorFlow decodes to RGB as they are. Other JPEG
 # modes (CMYK, YCCK) and other formats (GIF, BMP, TIFF, WebP, ...) are re-encoded.
@@ -144,7 +144,7 @@ def convert_image_folder(image_dir, output_dir, num_shards, test_fraction, seed)
   # Recorded so that a damaged shard's error can give the command that converts it again.
   conversion = {'image_dir': os.path.abspath(image_dir), 'test_fraction': test_fraction,
                 'seed': seed}
-  converted_data.write_converted_dataset(output_dir, image_folder.NAME, class_names,
+  shard_writer.write_converted_dataset(output_dir, image_folder.NAME, class_names,
                                          image_folder.NUM_CHANNELS, splits, num_shards,
                                          extra={'conversion': conversion})
   present = set(labels)

@@ -1,9 +1,10 @@
 """Image datasets -> sharded image records, labels.txt and dataset_info.json.
 
 The work of `python -m datasets.convert_images`: `ImageConversion` holds its flags,
-`convert_images(config)` runs one conversion through the dataset's registered converter
-(`convert_digits`, `convert_image_folder`), `convert` takes the same settings as plain
-arguments, and `print_summary` prints what was written and what was skipped.
+`convert_images(config)` runs one conversion through the dataset's converter in
+`CONVERTERS` (`convert_digits`, `convert_image_folder`; a new image dataset adds its own
+there), `convert` takes the same settings as plain arguments, and `print_summary` prints
+what was written and what was skipped.
 """
 
 import dataclasses
@@ -11,12 +12,41 @@ import sys
 from typing import Optional
 
 from core.params import param
-from datasets import dataset_factory
-from datasets.dataset_split import DatasetError
+from datasets import dataset_factory, digits, image_folder
+from datasets.conversion import convert_digits, convert_image_folder
+from datasets.formats.dataset_split import DatasetError
 
-__all__ = ['ImageConversion', 'convert_images', 'convert', 'print_summary']
+__all__ = ['ImageConversion', 'CONVERTERS', 'convert_images', 'convert', 'print_summary']
 
 _MAX_SHARDS = 99999
+# Conversion defaults, shared with the convert_images CLI. The digits split is fixed and
+# equals these (1437/360 is 0.2 of 1,797 rounded up, seed 0).
+DEFAULT_NUM_SHARDS = 4
+DEFAULT_TEST_FRACTION = 0.2
+DEFAULT_SEED = 0
+
+
+def _convert_digits(output_dir, *, image_dir, num_shards, test_fraction, seed):
+  if image_dir is not None:
+    raise DatasetError('--image_dir is only used by --dataset_name=image_folder; digits '
+                       'comes with scikit-learn')
+  # The digits split is fixed (digits.SPLIT_SEED, digits.SPLITS_TO_SIZES): a different seed
+  # or fraction would silently produce data that get_split then rejects.
+  if test_fraction != DEFAULT_TEST_FRACTION or seed != DEFAULT_SEED:
+    raise DatasetError('digits has a fixed 1437/360 split; --test_fraction and --seed apply '
+                       'to --dataset_name=image_folder only')
+  return convert_digits.convert_digits(output_dir, num_shards)
+
+
+def _convert_image_folder(output_dir, *, image_dir, num_shards, test_fraction, seed):
+  return convert_image_folder.convert_image_folder(image_dir, output_dir, num_shards,
+                                                   test_fraction, seed)
+
+
+# Image dataset name -> (output_dir, *, image_dir, num_shards, test_fraction, seed) ->
+# ConversionResult; each rejects the arguments it has no use for. Every registered image
+# dataset has one (tests/datasets/test_convert_images_cli.py checks).
+CONVERTERS = {digits.NAME: _convert_digits, image_folder.NAME: _convert_image_folder}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,12 +60,12 @@ class ImageConversion:
       None, 'image_folder only: <image_dir>/<class>/<image> tree of images.')
   # Output.
   output_dir: Optional[str] = param(None, 'Directory for the converted data.')
-  num_shards: int = param(dataset_factory.DEFAULT_NUM_SHARDS,
+  num_shards: int = param(DEFAULT_NUM_SHARDS,
                           'Shards per split, at most (never more than the split has records).')
   # Split (image_folder only).
-  test_fraction: float = param(dataset_factory.DEFAULT_TEST_FRACTION,
+  test_fraction: float = param(DEFAULT_TEST_FRACTION,
                                'image_folder only: fraction of the images held out for testing.')
-  seed: int = param(dataset_factory.DEFAULT_SEED,
+  seed: int = param(DEFAULT_SEED,
                     'image_folder only: seed of the train/test assignment.')
 
 
@@ -47,9 +77,9 @@ def convert_images(config):
 
 
 def convert(dataset_name, output_dir, image_dir=None,
-            num_shards=dataset_factory.DEFAULT_NUM_SHARDS,
-            test_fraction=dataset_factory.DEFAULT_TEST_FRACTION,
-            seed=dataset_factory.DEFAULT_SEED):
+            num_shards=DEFAULT_NUM_SHARDS,
+            test_fraction=DEFAULT_TEST_FRACTION,
+            seed=DEFAULT_SEED):
   """Converts dataset `dataset_name` into `output_dir`.
 
   Args:
@@ -78,14 +108,17 @@ def convert(dataset_name, output_dir, image_dir=None,
       1 <= num_shards <= _MAX_SHARDS):
     raise DatasetError('--num_shards=%r is not accepted: use an integer from 1 to %d'
                        % (num_shards, _MAX_SHARDS))
-  if entry.convert is None:
+  if entry.kind != dataset_factory.IMAGE:
     raise DatasetError('%s is a video dataset; convert it with: python -m '
                        'datasets.convert_videos --dataset_name=%s ... --output_dir=%s '
                        '(convert_images handles %s)'
                        % (dataset_name, dataset_name, output_dir,
                           ', '.join(dataset_factory.list_datasets(dataset_factory.IMAGE))))
-  return entry.convert(output_dir, image_dir=image_dir, num_shards=num_shards,
-                       test_fraction=test_fraction, seed=seed)
+  if dataset_name not in CONVERTERS:
+    raise ValueError('image dataset %r has no converter in CONVERTERS of %s'
+                     % (dataset_name, __name__))
+  return CONVERTERS[dataset_name](output_dir, image_dir=image_dir, num_shards=num_shards,
+                                  test_fraction=test_fraction, seed=seed)
 
 
 def print_summary(result):

@@ -39,8 +39,9 @@ from PIL import Image
 
 from core.errors import DataError, require
 from core.params import param
-from datasets import converted_data, damaged_shards, video_records
 from datasets.conversion import shard_writer, video_shards
+from datasets.formats import converted_data, damaged_shards, video_records
+from datasets.formats.shards import find_shards
 from tf_compat import tf
 
 __all__ = ['MediaSequenceExport', 'export_media_sequence', 'summary_line']
@@ -191,7 +192,7 @@ def export_media_sequence(export):
   written = {}
   for split_name in sorted(info['splits']):
     try:
-      shards = shard_writer.find_shards(export.dataset_dir, split_name)
+      shards = find_shards(export.dataset_dir, split_name)
     except ValueError as error:
       raise DataError('--dataset_dir=%s: %s' % (export.dataset_dir, error)) from None
     written[split_name] = 0

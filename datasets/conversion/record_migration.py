@@ -1,7 +1,7 @@
 """Older video records -> today's layout: the work of `python -m datasets.migrate_video_records`.
 
 Format 1 (no "format_version" in dataset_info.json) held one `tf.train.SequenceExample` per
-whole video, with the keys of `datasets/video_records.py` but every frame in one record.
+whole video, with the keys of `datasets/formats/video_records.py` but every frame in one record.
 `migrate_video_records` rewrites each of its shards as a shard of chunk records with an
 index (format 2), into a new directory; the old one is only read.
 
@@ -24,8 +24,9 @@ from google.protobuf import message
 
 from core.errors import DataError, require
 from core.params import param
-from datasets import converted_data, video_records
-from datasets.conversion import shard_sources, shard_writer, video_shards
+from datasets.conversion import shard_sources, video_shards
+from datasets.formats import converted_data, video_records
+from datasets.formats.shards import find_shards
 from tf_compat import tf
 
 __all__ = ['RecordMigration', 'migrate_video_records', 'summary_line']
@@ -44,7 +45,7 @@ class RecordMigration:
                                     'layout; a rerun into it resumes.')
   # Records.
   chunk_frames: int = param(video_records.DEFAULT_CHUNK_FRAMES,
-                            'Frames per record (datasets/video_records.py).')
+                            'Frames per record (datasets/formats/video_records.py).')
 
 
 def _checked_info(migration):
@@ -207,7 +208,7 @@ def migrate_video_records(migration):
   counts = {'written': 0, 'kept': 0}
   for split_name in sorted(info['splits']):
     try:
-      shards = shard_writer.find_shards(migration.dataset_dir, split_name)
+      shards = find_shards(migration.dataset_dir, split_name)
     except ValueError as error:
       raise DataError('--dataset_dir=%s: %s' % (migration.dataset_dir, error)) from None
     for shard_path in shards:

@@ -24,13 +24,13 @@ import os
 from typing import Optional
 
 from core.errors import DataError
-from datasets import converted_data, video_records
-from datasets.conversion import shard_sources, shard_writer, video_conversion
+from datasets.conversion import shard_sources, video_conversion
 from datasets.conversion.timed_pool import run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.conversion.video_frames import process_video
-from datasets.conversion.video_splits import VideoEntry
-from datasets.dataset_split import DatasetError
+from datasets.formats import converted_data, shards, video_records
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits.video_splits import VideoEntry
 
 __all__ = ['RebuildResult', 'rebuild_shard', 'summary_line']
 
@@ -146,7 +146,7 @@ def rebuild_shard(conversion):
   if info is not None:
     converted_data.check_format_version(info, conversion.output_dir)
   conversion = _recorded_conversion(conversion, manifest)
-  split, index, count = shard_writer.parse_shard_name(conversion.only_shard)
+  split, index, count = shards.parse_shard_name(conversion.only_shard)
   names = converted_data.read_labels_file(conversion.output_dir)
   entries = [VideoEntry(video['path'], names[video['label']], video['label'])
              for video in listing['videos']]

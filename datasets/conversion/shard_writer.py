@@ -1,52 +1,28 @@
-"""Sharded TFRecord files named `<split>-00000-of-000NN`, each written atomically.
+"""Writing sharded TFRecord files (named as `datasets/formats/shards.py` says), atomically.
 
-Used for image records now and for video records later: the writer only sees serialized
-records (bytes). A shard is written to a hidden temporary name in the output directory and
-renamed to its final name only once complete, so an interrupted run never leaves a
-half-written shard under a final name (a killed process may leave a hidden `.<name>.tmp-*`
-file, which no reader's glob matches).
+The writer only sees serialized records (bytes), image or video. A shard is written to a
+hidden temporary name in the output directory and renamed to its final name only once
+complete, so an interrupted run never leaves a half-written shard under a final name (a
+killed process may leave a hidden `.<name>.tmp-*` file, which no reader's glob matches).
 """
 
 import itertools
 import os
-import re
 import uuid
 
+from datasets.formats import converted_data
+from datasets.formats.shards import (INDEX_SUFFIX, MAX_SHARDS, SHARD_RE, SPLIT_NAME_RE,
+                                     shard_name)
 from tf_compat import tf
-
-# '-' separates the parts of a shard name, so split names must not contain it.
-_SPLIT_NAME_RE = re.compile(r'^[A-Za-z0-9_.]+$')
-_SHARD_RE = re.compile(r'^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})$')
-_MAX_SHARDS = 99999  # five digits in the name
-# A video shard's index is a file beside it, `<shard>.index` (datasets/video_records.py).
-INDEX_SUFFIX = '.index'
-
-
-def shard_name(split_name, index, num_shards):
-  """'train', 0, 4 -> 'train-00000-of-00004'."""
-  return '%s-%05d-of-%05d' % (split_name, index, num_shards)
-
-
-def parse_shard_name(name):
-  """'train-00000-of-00004' -> ('train', 0, 4); None for a name that is not a shard's."""
-  match = _SHARD_RE.match(name)
-  if match is None:
-    return None
-  return match.group('split'), int(match.group('index')), int(match.group('count'))
-
-
-def shard_file_pattern(output_dir, split_name, num_shards):
-  """Glob matching exactly the `num_shards` shards of one split (and no stale set)."""
-  return os.path.join(output_dir, '%s-?????-of-%05d' % (split_name, num_shards))
 
 
 def _check_arguments(split_name, num_shards):
-  if not isinstance(split_name, str) or not _SPLIT_NAME_RE.match(split_name):
+  if not isinstance(split_name, str) or not SPLIT_NAME_RE.match(split_name):
     raise ValueError('split name %r is not accepted: use letters, digits, "_" or "." '
                      '(no "-", which separates the parts of a shard name)' % (split_name,))
-  if not isinstance(num_shards, int) or not 1 <= num_shards <= _MAX_SHARDS:
+  if not isinstance(num_shards, int) or not 1 <= num_shards <= MAX_SHARDS:
     raise ValueError('num_shards=%r is not accepted: use an integer from 1 to %d'
-                     % (num_shards, _MAX_SHARDS))
+                     % (num_shards, MAX_SHARDS))
 
 
 def _record_count(records, num_records):
@@ -85,7 +61,7 @@ def _remove_stale_shards(output_dir, split_name, keep):
   """Removes shards of this split left by an earlier run with another shard count."""
   keep = {os.path.basename(path) for path in keep}
   for name in tf.io.gfile.listdir(output_dir):
-    match = _SHARD_RE.match(name)
+    match = SHARD_RE.match(name)
     if match and match.group('split') == split_name and name not in keep:
       _remove_quietly(os.path.join(output_dir, name))
       _remove_quietly(os.path.join(output_dir, name + INDEX_SUFFIX))
@@ -170,32 +146,42 @@ def write_record_file(final, records, num_records, check_exhausted=None):
   return final
 
 
-def find_shards(output_dir, split_name):
-  """Returns the sorted shard paths of one split, or [] if there are none.
+def write_converted_dataset(output_dir, dataset_name, class_names, num_channels, splits,
+                            num_shards, modality=None, extra=None):
+  """Writes all shards, then labels.txt, then dataset_info.json (last: it marks completion).
+
+  Args:
+    output_dir: created if missing; an earlier conversion there is replaced.
+    dataset_name: registered name recorded in dataset_info.json.
+    class_names: list of names, index = label.
+    num_channels: channels of every decoded image.
+    splits: {split_name: (iterable of serialized records, number of records)}.
+    num_shards: upper bound of shards per split; a split never gets more shards than
+      records (and at least one), so no reader is handed an empty shard.
+    modality: None for images; 'rgb' (3 channels) or 'flow' (2) for video clips, whose
+      info also records `"format_version": VIDEO_FORMAT_VERSION` (the caller writes
+      records in that layout, datasets/formats/video_records.py).
+    extra: optional {key: JSON value} stored in dataset_info.json beside the standard keys
+      (e.g. the source split number); it may not override them.
+
+  Returns:
+    {split_name: list of shard paths}.
 
   Raises:
-    ValueError: the shards are not one complete set: mixed `-of-N` counts (two runs) or
-      missing indices.
+    ValueError: a modality that disagrees with num_channels, or extra overriding a key;
+      nothing is written then.
   """
-  found = {}
-  for name in tf.io.gfile.listdir(output_dir):
-    match = _SHARD_RE.match(name)
-    if match and match.group('split') == split_name:
-      found[name] = (int(match.group('index')), int(match.group('count')))
-  if not found:
-    return []
-  counts = sorted({count for _, count in found.values()})
-  if len(counts) > 1:
-    raise ValueError('%s holds %s shards from different runs (-of-%s); re-run the conversion'
-                     % (output_dir, split_name, ', -of-'.join('%05d' % c for c in counts)))
-  count = counts[0]
-  indices = {index for index, _ in found.values()}
-  if any(index >= count for index in indices):
-    raise ValueError('%s holds a %s shard numbered beyond its -of-%05d count; re-run the '
-                     'conversion' % (output_dir, split_name, count))
-  missing = sorted(set(range(count)) - indices)
-  if missing:
-    raise ValueError('%s has %d of the %d %s shards; missing %s; re-run the conversion'
-                     % (output_dir, len(found), count, split_name,
-                        shard_name(split_name, missing[0], count)))
-  return [os.path.join(output_dir, name) for name in sorted(found)]
+  split_sizes = {name: count for name, (_, count) in splits.items()}
+  converted_data.info_record(dataset_name, class_names, num_channels, split_sizes, modality,
+                             extra)
+  tf.io.gfile.makedirs(output_dir)
+  info_path = os.path.join(output_dir, converted_data.INFO_FILENAME)
+  if tf.io.gfile.exists(info_path):
+    tf.io.gfile.remove(info_path)  # The old data is about to be replaced, shard by shard.
+  written = {}
+  for split_name, (records, num_records) in splits.items():
+    written[split_name] = write_shards(
+        records, output_dir, split_name, max(1, min(num_shards, num_records)), num_records)
+  converted_data.write_converted_info(output_dir, dataset_name, class_names, num_channels,
+                                      split_sizes, modality=modality, extra=extra)
+  return written

@@ -2,7 +2,7 @@
 
 `convert_videos(conversion)` runs one conversion (a `VideoConversion`, the tool's flags):
 it writes `<split>-0000i-of-000NN` shards of chunked `tf.train.SequenceExample` records,
-each with its `.index` (layout in `datasets/video_records.py`), `labels.txt`,
+each with its `.index` (layout in `datasets/formats/video_records.py`), `labels.txt`,
 `manifest.json` (videos, frames, every skipped video with its reason, the source
 directories and each shard's videos and the SHA-256 of the shard and its index:
 `shard_sources`) and, last, `dataset_info.json` (with the records' format version). With
@@ -28,13 +28,14 @@ import random
 import sys
 
 from core.errors import DataError
-from datasets import converted_data, dataset_factory, video_records
-from datasets.conversion import shard_sources, shard_writer, video_shards
+from datasets import dataset_factory
+from datasets.conversion import shard_sources, video_shards
 from datasets.conversion.progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.conversion.video_frames import VideoTask, process_video
-from datasets.dataset_split import DatasetError
+from datasets.formats import converted_data, shards, video_records
+from datasets.formats.dataset_split import DatasetError
 
 __all__ = ['VideoConversion', 'convert_videos', 'StrictStop', 'summary_line', 'Shard',
            'video_task', 'write_shard_records']
@@ -120,7 +121,7 @@ class Shard:
 
   @property
   def name(self):
-    return shard_writer.shard_name(self.split, self.index, self.count)
+    return shards.shard_name(self.split, self.index, self.count)
 
 
 def _plan_shards(split_name, entries, conversion):

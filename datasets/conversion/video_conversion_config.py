@@ -9,7 +9,7 @@ import dataclasses
 from typing import Optional
 
 from core.params import param
-from datasets.conversion.source_groups import DEFAULT_GROUP_BY  # TensorFlow-free too
+from datasets.splits.source_groups import DEFAULT_GROUP_BY  # TensorFlow-free too
 
 __all__ = ['VideoConversion', 'with_task_from_environment', 'TASK_INDEX_VARIABLE']
 
@@ -45,7 +45,7 @@ class VideoConversion:
   num_shards: int = param(10, 'Shards per split (fewer if there are fewer videos).')
   # 8 is video_records.DEFAULT_CHUNK_FRAMES (not imported: that module imports TensorFlow).
   chunk_frames: int = param(8, 'Frames per record: a clip reads only the records holding '
-                            'its frames (datasets/video_records.py).')
+                            'its frames (datasets/formats/video_records.py).')
   seed: int = param(0, 'Seed of the shard order (and of the video_folder split).')
   # Run.
   num_processes: int = param(2, 'Videos decoded in parallel (decoding processes).')

@@ -19,10 +19,9 @@ import re
 
 import numpy as np
 
-__all__ = ['BadVideo', 'FLOW_BOUND', 'VideoTask', 'flow_to_uint8', 'tvl1_flow', 'encode_jpeg',
-           'process_video']
+from datasets.formats.flow_encoding import flow_to_uint8  # NumPy only, like this module
 
-FLOW_BOUND = 20.0   # flow is clipped to [-FLOW_BOUND, FLOW_BOUND] pixels per frame
+__all__ = ['BadVideo', 'VideoTask', 'tvl1_flow', 'encode_jpeg', 'process_video']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +34,6 @@ class VideoTask:
   fps: float = 0.0         # 0 keeps the source frame rate
   jpeg_quality: int = 90
   from_frames: bool = False
-
-
-def flow_to_uint8(flow):
-  """float flow [..., 2] (pixels/frame) -> uint8 [..., 2]; 0..255 spans -20..20."""
-  clipped = np.clip(flow, -FLOW_BOUND, FLOW_BOUND)
-  return np.round((clipped + FLOW_BOUND) * (255.0 / (2 * FLOW_BOUND))).astype(np.uint8)
 
 
 def encode_jpeg(image, quality):

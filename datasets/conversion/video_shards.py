@@ -1,4 +1,4 @@
-"""One shard of video records and its index (layout in `datasets/video_records.py`): what
+"""One shard of video records and its index (layout in `datasets/formats/video_records.py`): what
 the converter, the record migration and predict write, and what the export reads.
 
 The shard is written first, then its index, each atomically (`shard_writer`); the byte
@@ -8,8 +8,8 @@ file before the index is written.
 
 import typing
 
-from datasets import video_records
 from datasets.conversion import shard_writer
+from datasets.formats import video_records
 from tf_compat import tf
 
 __all__ = ['ChunkedVideo', 'chunk_video', 'write_video_shard', 'read_video_shard']

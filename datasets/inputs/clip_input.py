@@ -58,8 +58,8 @@ tf.data service (`service`, the trainer's ServiceSettings) runs no Python: each 
 ends with the reports of the clips dropped before it (damaged_frames.carry_damaged).
 """
 
+from datasets.formats import checked_decode, video_records
 from datasets.inputs import clip_reader, damaged_frames, record_files
-from datasets import video_records
 from tf_compat import tf
 
 # Second word of the stateless seed of each random choice of a training clip.
@@ -374,11 +374,11 @@ def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
   Each frame is cut to its window right after its decode, so only windows are ever
   stacked (a third less copying than stacking whole frames); a frame whose short side is
   below `size` is first resized (`_crop`). Frames are decoded one by one as elements of
-  `damaged_frames.map_checked`, so a frame that does not decode costs only itself.
+  `checked_decode.map_checked`, so a frame that does not decode costs only itself.
   """
   channels = video_records.MODALITIES[modality]
   decode = _decoder(modality)
-  return damaged_frames.map_checked(
+  return checked_decode.map_checked(
       jpegs, lambda jpeg: _crop(decode(jpeg)[None], size, offsets_fn)[0],
       [size, size, channels], tf.uint8)
 

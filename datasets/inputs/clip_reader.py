@@ -24,7 +24,7 @@ fails, or reads other chunks, fails an assertion whose message
 with the command that rebuilds the shard.
 """
 
-from datasets import damaged_shards, video_records
+from datasets.formats import damaged_shards, shards, video_records
 from datasets.inputs import record_files
 from tf_compat import tf
 
@@ -33,7 +33,7 @@ __all__ = ['video_entries', 'read_frames', 'chunk_runs']
 
 def _index_records(shard):
   """(shard, serialized index entry) for each video of one shard."""
-  index = tf.data.TFRecordDataset(tf.strings.join([shard, video_records.INDEX_SUFFIX]))
+  index = tf.data.TFRecordDataset(tf.strings.join([shard, shards.INDEX_SUFFIX]))
   return index.map(lambda entry: (shard, entry))
 
 

@@ -9,9 +9,8 @@ and chooses the device, normally the CPU of the worker:
       images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
 """
 
-from datasets.inputs import damaged_frames, image_preprocessing
-from datasets import image_records
-from datasets.inputs import record_files
+from datasets.formats import checked_decode, image_records
+from datasets.inputs import image_preprocessing, record_files
 from tf_compat import tf
 
 
@@ -81,7 +80,7 @@ def _parse_checked(serialized, num_channels, file_name, index):
   """-> (image, or a blank one if it does not decode; label; 'record N of <file>'; '' or
   why it could not be used)."""
   encoded, label = image_records.parse_encoded_example(serialized)
-  image, decoded = damaged_frames.decode_or_blank(
+  image, decoded = checked_decode.decode_or_blank(
       encoded, lambda value: image_records.decode_image(value, num_channels),
       tf.zeros([1, 1, num_channels], tf.uint8))
   where = tf.strings.join(['record ', tf.strings.as_string(index), ' of ', file_name])

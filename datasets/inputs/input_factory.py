@@ -31,7 +31,7 @@ both modalities.
 import dataclasses
 from typing import Optional
 
-from datasets import dataset_split
+from datasets.formats import dataset_split
 from datasets.inputs import (clip_input, damaged_frames, image_input, label_strip,
                              service_client)
 from tf_compat import tf

@@ -9,12 +9,12 @@ import pytest
 
 from core import flag_help
 from demos.video import DemoConfig
+from datasets.checks.record_check import VerifyConfig
 from datasets.conversion.image_conversion import ImageConversion
 from datasets.conversion.media_sequence_export import MediaSequenceExport
 from datasets.conversion.record_migration import RecordMigration
 from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.inputs.service_servers import ServerConfig
-from datasets.record_check import VerifyConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.cluster.local_cluster import LaunchConfig
 from evaluation.config import EvalConfig

@@ -1,8 +1,9 @@
 """Adding a video dataset is one new module and one registration line (docs/architecture.md).
 
 The module below is what a user writes for a Kinetics-style CSV list ("<class>,<video>,<split>"):
-NAME, get_split, convert_command and its own read_split_lists. Registered with one line, it
-converts with the real converter and reads back through get_dataset, with nothing else edited.
+its own list parser and a VideoDatasetSpec, whose one line of names gives NAME, get_split,
+convert_command and read_split_lists. Registered with one line, it converts with the real
+converter and reads back through get_dataset, with nothing else edited.
 """
 
 import os
@@ -18,25 +19,13 @@ MODULE = textwrap.dedent('''
     """A Kinetics-style CSV list: one line "<class>,<video file>,<train|test>"."""
     import os
 
-    from datasets import converted_data
-    from datasets.conversion.video_splits import SplitLists, VideoEntry
-    from datasets.dataset_split import DatasetError
-
-    NAME = 'csv_videos'
+    from datasets.formats.dataset_split import DatasetError
+    from datasets.splits.video_splits import SplitLists, VideoEntry
+    from datasets.video_dataset import VideoDatasetSpec
 
 
-    def convert_command(dataset_dir):
-      return converted_data.convert_command(NAME, dataset_dir, ['--video_dir=<tree>'],
-                                             module='datasets.convert_videos')
-
-
-    def get_split(split_name, dataset_dir):
-      return converted_data.load_video_split(NAME, split_name, dataset_dir,
-                                             convert_command(dataset_dir))
-
-
-    def read_split_lists(splits_dir=None, split=1, **_):
-      path = os.path.join(splits_dir or '', 'videos.csv')
+    def read_csv_lists(splits_dir, split):
+      path = os.path.join(splits_dir, 'videos.csv')
       if not os.path.isfile(path):
         raise DatasetError('%s is missing' % path)
       with open(path) as handle:
@@ -47,6 +36,12 @@ MODULE = textwrap.dedent('''
         splits[split_name].append(VideoEntry('%s/%s' % (class_name, video), class_name,
                                              class_names.index(class_name)))
       return SplitLists(class_names, {k: tuple(v) for k, v in splits.items()})
+
+
+    SPEC = VideoDatasetSpec(name='csv_videos', source_flags=('--video_dir=<tree>',),
+                            read_lists=read_csv_lists, lists_dir='a directory with videos.csv',
+                            list_splits=(1,))
+    NAME, get_split, convert_command, read_split_lists = SPEC.declaration()
 ''')
 
 
@@ -89,7 +84,16 @@ def test_a_new_video_dataset_is_one_module_and_one_registration_line(
   assert split.labels_to_names == dict(enumerate(sorted(by_class)))
 
 
-def test_a_module_of_neither_kind_is_refused(csv_videos):
-  del csv_videos.read_split_lists
-  with pytest.raises(ValueError, match="'csv_videos' needs exactly one of"):
+def test_a_module_that_declares_no_dataset_is_refused(csv_videos, monkeypatch):
+  monkeypatch.delattr(csv_videos, 'get_split')
+  with pytest.raises(ValueError, match='user_datasets.csv_videos does not declare a dataset: '
+                                       'it lacks get_split'):
     dataset_factory.register_dataset(csv_videos)
+
+
+def test_the_new_module_shares_the_video_datasets_code(csv_videos):
+  from datasets import hmdb51, ucf101  # pylint: disable=import-outside-toplevel
+  assert csv_videos.get_split.__func__ is ucf101.get_split.__func__ is hmdb51.get_split.__func__
+  assert csv_videos.convert_command('/d') == (
+      'python -m datasets.convert_videos --dataset_name=csv_videos --video_dir=<tree> '
+      '--output_dir=/d')

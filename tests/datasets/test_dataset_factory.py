@@ -56,7 +56,7 @@ def test_other_dataset_in_dir_is_reported(digits_dir):
 def test_duplicate_registration_is_refused():
   from datasets import digits  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match='already registered'):
-    dataset_factory.register_dataset(digits, convert=dataset_factory.get_entry('digits').convert)
+    dataset_factory.register_dataset(digits)
 
 
 @pytest.mark.parametrize('name, text, expected', [

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.conversion import image_conversion
 from datasets import image_folder
-from datasets import image_records
+from datasets.conversion import image_conversion
+from datasets.formats import image_records
 from tf_compat import tf
 
 

@@ -40,7 +40,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets import converted_data, image_records
+from datasets.conversion import shard_writer
+from datasets.formats import image_records
 from deployment import sync_replicas
 from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
@@ -84,7 +85,7 @@ def write_aligned_dataset(directory, per_shard, num_shards=2):
 
   train_indices = list(range(num_shards * per_shard))
   test_indices = list(range(num_shards * per_shard, num_shards * per_shard + 4))
-  converted_data.write_converted_dataset(
+  shard_writer.write_converted_dataset(
       str(directory), 'image_folder', [str(d) for d in range(10)], 3,
       {'train': (records(train_indices), len(train_indices)),
        'test': (records(test_indices), len(test_indices))}, num_shards=num_shards)

@@ -14,7 +14,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from core import errors
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from evaluation import run
 from evaluation.config import EvalConfig
 from nets import nets_factory

@@ -3,7 +3,7 @@
 import pytest
 
 from core.params import ConfigError
-from datasets import dataset_split
+from datasets.formats import dataset_split
 from nets import nets_factory
 from resolve import names
 from training.config import TrainConfig

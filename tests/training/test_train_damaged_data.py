@@ -18,7 +18,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from core import errors
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from tests import damaged_data, video_testdata
 from training import train as train_module
 from training.config import TrainConfig

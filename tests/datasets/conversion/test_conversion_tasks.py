@@ -10,7 +10,7 @@ import pytest
 from datasets.conversion.video_conversion import convert_videos, summary_line
 from datasets.conversion.video_conversion_config import (VideoConversion,
                                                          with_task_from_environment)
-from datasets.dataset_split import DatasetError
+from datasets.formats.dataset_split import DatasetError
 from tests.video_testdata import synthetic_videos
 
 

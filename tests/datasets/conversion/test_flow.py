@@ -1,12 +1,14 @@
 """Flow you can trust (issue 13, item 6): the direction and size of TV-L1 flow on known
-translations, the uint8 encoding's round trip, and a flipped clip's flow against the flow of
-the flipped video. References are the translations themselves, not the code under test."""
+translations, and a flipped clip's flow against the flow of the flipped video (the uint8
+encoding's round trip: tests/datasets/formats/test_flow_encoding.py). References are the
+translations themselves, not the code under test."""
 
 import cv2
 import numpy as np
 import pytest
 
-from datasets.conversion.video_frames import FLOW_BOUND, flow_to_uint8, tvl1_flow
+from datasets.conversion.video_frames import tvl1_flow
+from datasets.formats.flow_encoding import flow_to_uint8
 from datasets.inputs import clip_input
 from tf_compat import tf
 
@@ -42,16 +44,6 @@ def test_motion_right_and_down_gives_positive_u_and_v_of_the_right_size(dx, dy):
   flow = interior(tvl1_flow(translated(dx, dy)))
   assert np.median(flow[..., 0]) == pytest.approx(dx, abs=0.25)
   assert np.median(flow[..., 1]) == pytest.approx(dy, abs=0.25)
-
-
-def test_the_uint8_encoding_round_trips_within_its_quantisation():
-  flow = np.random.RandomState(1).uniform(-30, 30, (3, 8, 8, 2)).astype(np.float32)
-  stored = flow_to_uint8(flow)
-  decoded = (stored.astype(np.float64) / 127.5 - 1.0) * FLOW_BOUND  # clip_input's scaling
-  step = 2 * FLOW_BOUND / 255.0
-  clipped = np.clip(flow, -FLOW_BOUND, FLOW_BOUND)
-  assert np.abs(decoded - clipped).max() <= step / 2 + 1e-6
-  assert stored.min() == 0 and stored.max() == 255  # the bounds are reachable
 
 
 def test_a_flipped_clips_flow_is_the_flow_of_the_flipped_video():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from core.errors import DataError
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from datasets.conversion.media_sequence_export import (MediaSequenceExport,
                                                        export_media_sequence)
 from tests import damaged_data, video_testdata as vt

@@ -1,10 +1,11 @@
-"""Shard names, contiguous contents, atomic writes and stale-shard clean-up."""
+"""Contiguous contents, atomic writes and stale-shard clean-up (names: formats/test_shards)."""
 
 import os
 
 import pytest
 
 from datasets.conversion import shard_writer
+from datasets.formats import shards
 from tf_compat import tf
 
 
@@ -27,8 +28,8 @@ def test_names_and_contiguous_chunks(tmp_path):
   assert [len(c) for c in chunks] == [2, 3, 2, 3]
   assert [r for chunk in chunks for r in chunk] == records
   assert sorted(os.listdir(tmp_path)) == names  # no temporary files left
-  assert shard_writer.find_shards(str(tmp_path), 'train') == paths
-  assert sorted(tf.io.gfile.glob(shard_writer.shard_file_pattern(str(tmp_path), 'train', 4))
+  assert shards.find_shards(str(tmp_path), 'train') == paths
+  assert sorted(tf.io.gfile.glob(shards.shard_file_pattern(str(tmp_path), 'train', 4))
                 ) == paths
 
 
@@ -77,17 +78,6 @@ def test_rerun_with_other_count_removes_stale_shards(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ['test-00000-of-00002', 'test-00001-of-00002',
                                           'train-00000-of-00002', 'train-00001-of-00002']
   assert [r for p in paths for r in _contents(p)] == _records(6)
-
-
-def test_find_shards_detects_incomplete_sets(tmp_path):
-  assert shard_writer.find_shards(str(tmp_path), 'train') == []
-  paths = shard_writer.write_shards(_records(6), str(tmp_path), 'train', 3)
-  os.remove(paths[1])
-  with pytest.raises(ValueError, match='missing train-00001-of-00003'):
-    shard_writer.find_shards(str(tmp_path), 'train')
-  (tmp_path / 'train-00000-of-00005').write_bytes(b'')
-  with pytest.raises(ValueError, match='different runs'):
-    shard_writer.find_shards(str(tmp_path), 'train')
 
 
 @pytest.mark.parametrize('split_name, num_shards, message', [

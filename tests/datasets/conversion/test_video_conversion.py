@@ -19,7 +19,7 @@ from PIL import Image
 
 from datasets import dataset_factory
 from datasets.conversion.video_conversion import StrictStop, VideoConversion, convert_videos
-from datasets.dataset_split import DatasetError
+from datasets.formats.dataset_split import DatasetError
 from datasets.synthetic.motion_videos import make_synthetic_videos
 from tests import video_testdata
 

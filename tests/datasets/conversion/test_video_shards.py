@@ -1,4 +1,4 @@
-"""datasets/conversion/video_shards.py and the layout of datasets/video_records.py: chunk
+"""datasets/conversion/video_shards.py and the layout of datasets/formats/video_records.py: chunk
 records and their index, checked against the file's bytes read here with the TFRecord
 framing written out by hand (8-byte little-endian length, 4-byte CRC, data, 4-byte CRC)."""
 
@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from datasets import video_records
 from datasets.conversion import video_shards
+from datasets.formats import video_records
 from tf_compat import tf
 
 

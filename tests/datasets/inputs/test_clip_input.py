@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from datasets.conversion import video_shards
+from datasets.formats import dataset_split, shards, video_records
 from datasets.inputs import clip_input
-from datasets import dataset_split
-from datasets.conversion import shard_writer, video_shards
-from datasets import video_records
 from tf_compat import tf
 
 CROP = 32
@@ -57,7 +56,7 @@ def _flow_frame(index, height, width):
 
 def _split(directory, name, num_videos, num_classes, modality, num_shards):
   fields = dict(name=name, split_name='train', dataset_dir=directory,
-                file_pattern=shard_writer.shard_file_pattern(directory, 'train', num_shards),
+                file_pattern=shards.shard_file_pattern(directory, 'train', num_shards),
                 num_samples=num_videos, num_classes=num_classes,
                 labels_to_names={i: 'class%d' % i for i in range(num_classes)},
                 num_channels=video_records.MODALITIES[modality])

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets import damaged_shards, dataset_split, video_records
-from datasets.conversion import shard_writer, video_shards
+from datasets.conversion import video_shards
+from datasets.formats import damaged_shards, dataset_split, shards, video_records
 from datasets.inputs import clip_input, clip_reader
 from tf_compat import tf
 
@@ -125,7 +125,7 @@ def test_training_clips_of_a_long_video_read_about_their_frames(long_video):
   directory, _, frames, _ = long_video
   split = dataset_split.DatasetSplit(
       name='long', split_name='train', dataset_dir=directory,
-      file_pattern=shard_writer.shard_file_pattern(directory, 'train', 1), num_samples=3,
+      file_pattern=shards.shard_file_pattern(directory, 'train', 1), num_samples=3,
       num_classes=3, labels_to_names={0: 'a', 1: 'b', 2: 'c'}, num_channels=3,
       modality='rgb')
   clips = 24

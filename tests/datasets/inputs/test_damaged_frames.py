@@ -1,53 +1,18 @@
 """Frames that do not decode: found frame by frame, skipped in training with the video
-named once, reported by evaluation. JPEGs are made and decoded with Pillow here; the
-damaged records are the shared synthetic ones with JPEG bytes cut in half
-(tests/damaged_data.py)."""
+named once, reported by evaluation (decoding past a frame that fails:
+tests/datasets/formats/test_checked_decode.py). The damaged records are the shared synthetic
+ones with JPEG bytes cut in half (tests/damaged_data.py)."""
 
-import io
 import logging
 import os
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from datasets import dataset_factory
 from datasets.inputs import clip_input, damaged_frames
 from tests import damaged_data, video_testdata
 from tf_compat import tf
-
-
-def _jpeg(seed, size=(12, 16)):
-  pixels = np.random.RandomState(seed).randint(0, 256, size + (3,)).astype(np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(pixels).save(buffer, format='JPEG', quality=90)
-  return buffer.getvalue()
-
-
-def _pil(jpeg):
-  with Image.open(io.BytesIO(jpeg)) as image:
-    return np.asarray(image.convert('RGB'))
-
-
-@pytest.mark.parametrize('parallel', [None, 2])
-def test_map_checked_decodes_the_rest_and_flags_the_failures(parallel):
-  good = [_jpeg(seed) for seed in range(5)]
-  values = list(good)
-  values[1] = good[1][:len(good[1]) // 2]   # cut short: libjpeg stops
-  values[4] = b'not a jpeg'
-  with tf.Graph().as_default():
-    jpegs = tf.placeholder(tf.string, [None])
-    outputs, ok = damaged_frames.map_checked(
-        jpegs, lambda j: tf.io.decode_jpeg(j, channels=3, dct_method='INTEGER_ACCURATE'),
-        [12, 16, 3], tf.uint8, num_parallel_calls=parallel)
-    with tf.Session() as sess:
-      frames, flags = sess.run([outputs, ok], {jpegs: values})
-      all_bad, none_ok = sess.run([outputs, ok], {jpegs: [b'x', b'y']})
-  assert list(flags) == [True, False, True, True, False]
-  for index in (0, 2, 3):
-    np.testing.assert_array_equal(frames[index], _pil(good[index]))
-  assert not frames[1].any() and not frames[4].any()
-  assert all_bad.shape == (2, 12, 16, 3) and not all_bad.any() and not none_ok.any()
 
 
 def test_skip_counter_names_each_video_once_and_counts_every_clip(caplog):

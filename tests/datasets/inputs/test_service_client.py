@@ -11,7 +11,7 @@ import os
 import pytest
 from google.protobuf import descriptor_pb2
 
-from datasets import video_records
+from datasets.formats import shards, video_records
 from datasets.inputs import clip_reader, service_client
 from tests import damaged_data, video_testdata
 from tests.data_service import DataService, free_port
@@ -39,7 +39,7 @@ def test_a_dispatcher_that_does_not_answer_is_said_once():
 def _video_ids(dataset_dir, split):
   ids = []
   for shard in sorted(glob.glob(os.path.join(dataset_dir, '%s-*-of-*' % split))):
-    if not shard.endswith(video_records.INDEX_SUFFIX):
+    if not shard.endswith(shards.INDEX_SUFFIX):
       ids.extend(damaged_data.read_ids(shard))
   return ids
 
@@ -47,7 +47,7 @@ def _video_ids(dataset_dir, split):
 def _served_ids(dataset_dir, split, service, epochs):
   """The video ids of every element the data workers send, as the trainer's records."""
   files = sorted(f for f in glob.glob(os.path.join(dataset_dir, '%s-*-of-*' % split))
-                 if not f.endswith(video_records.INDEX_SUFFIX))
+                 if not f.endswith(shards.INDEX_SUFFIX))
   with tf.Graph().as_default():
     entries = clip_reader.video_entries(files, True, 2, 8, None, service).repeat(epochs)
     ids = entries.map(lambda shard, entry: video_records.parse_index_entry(entry)['video_id'])

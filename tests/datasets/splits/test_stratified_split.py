@@ -5,7 +5,7 @@ import collections
 import numpy as np
 import pytest
 
-from datasets.conversion.stratified_split import stratified_split
+from datasets.splits.stratified_split import stratified_split
 
 
 def test_covers_every_index_once_with_proportional_classes():

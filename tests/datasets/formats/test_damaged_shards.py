@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from datasets import damaged_shards
+from datasets.formats import damaged_shards
 from tests import damaged_data
 from tf_compat import tf
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from datasets import dataset_factory
-from datasets.conversion import video_splits
-from datasets.dataset_split import DatasetError
-from datasets.conversion.video_splits import VideoEntry
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits import video_splits
+from datasets.splits.video_splits import VideoEntry
 
 # The real UCF101 lists (classInd.txt, trainlist0N.txt, testlist0N.txt, CRLF line ends as
 # published), byte for byte, shipped beside this file so a clone anywhere has them.

@@ -7,8 +7,9 @@ import os
 import pytest
 
 from core.errors import DataError
-from datasets import dataset_factory, damaged_shards
-from datasets.index_check import check_index_counts
+from datasets import dataset_factory
+from datasets.checks.index_check import check_index_counts
+from datasets.formats import damaged_shards
 from tests import damaged_data, video_testdata
 from tf_compat import tf
 

@@ -30,7 +30,7 @@ Here:
                               corrupted record at N', a file not found, or a read_failure
 
 Every function takes a shard path (and the record framing only), never a record layout:
-what a record holds is the caller's business (datasets/record_check.py parses them). A
+what a record holds is the caller's business (datasets/checks/record_check.py parses them). A
 shard may have an index beside it, `<shard>.index` (the video layout's); it is a TFRecord
 file too, and its damage is mended by rebuilding the shard.
 """
@@ -45,7 +45,7 @@ import struct
 from typing import Optional
 
 from core.errors import DataError
-from datasets.conversion.shard_writer import INDEX_SUFFIX
+from datasets.formats.shards import INDEX_SUFFIX
 from tf_compat import tf
 # The random-access reader checks both CRCs of one record at a given offset (C++); TF
 # exports it only under this module. Python's zlib has CRC-32, not CRC-32C.

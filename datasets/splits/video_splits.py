@@ -1,27 +1,27 @@
-"""What the split lists of every video dataset share: entries, parsing, checks.
+"""The published split lists of video datasets: entries, the two list forms, checks.
 
 Pure Python (no TensorFlow): the video converter reads the lists before it decodes anything.
-Each video dataset module owns its reader (`ucf101.read_split_lists`,
-`hmdb51.read_split_lists`, `video_folder.read_split_lists`), built from the pieces here;
+Each video dataset's spec (`datasets/video_dataset.py`) names its parser here, and
 `dataset_factory.read_split_lists(name, ...)` finds it by name:
 
     lists = dataset_factory.read_split_lists('ucf101', splits_dir='ucfTrainTestlist', split=1)
     lists.splits['train'][0]  # VideoEntry('ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi',
                               #            'ApplyEyeMakeup', 0)
 
-Shared here: lists of the UCF101 form (`classInd.txt` "1 ApplyEyeMakeup", 1-based;
-`trainlist0N.txt` "<class>/<video>.avi <label>"; `testlist0N.txt` "<class>/<video>.avi"; the
-class of a video is the folder part of its path) and a scan of a `<class>/<video>` tree.
-Lines that cannot be used (unknown class, a label that contradicts the folder, a malformed or
-repeated line) are returned in `SplitLists.problems`, not raised: the converter reports them as
-skipped videos. A missing or unreadable list file, or a bad argument, raises DatasetError.
+Two forms: UCF101's (`read_ucf_style_lists`: classInd.txt "1 ApplyEyeMakeup", 1-based;
+trainlist0N.txt "<class>/<video>.avi <label>"; testlist0N.txt "<class>/<video>.avi") and
+HMDB51's (`read_hmdb_style_lists`); and a scan of a `<class>/<video>` tree. Lines that
+cannot be used (unknown class, a contradicting label, a malformed or repeated line) are
+returned in `SplitLists.problems`, not raised: the converter reports them as skipped
+videos. A missing or unreadable list file, or a bad argument, raises DatasetError.
 """
 
 import dataclasses
 import os
+import re
 from typing import Any, Dict, Tuple
 
-from datasets.dataset_split import DatasetError
+from datasets.formats.dataset_split import DatasetError
 
 OFFICIAL_SPLITS = (1, 2, 3)     # ucf101 and hmdb51 both publish three splits
 VIDEO_EXTENSIONS = ('.avi', '.mp4', '.mkv', '.mov', '.webm', '.mpg', '.mpeg', '.m4v', '.wmv',
@@ -199,3 +199,49 @@ def scan_tree(video_dir):
   return class_names, entries, problems
 
 
+_HMDB_FILE = re.compile(r'^(?P<class_name>.+)_test_split(?P<split>\d+)\.txt$')
+_HMDB_CODES = {'1': 'train', '2': 'test'}  # '0': not used in this split
+
+
+def _hmdb_class_names(splits_dir, split):
+  """Sorted class names of the `<class>_test_split<N>.txt` files; every one needs split N."""
+  splits_of = {}
+  for name in os.listdir(splits_dir):
+    match = _HMDB_FILE.match(name)
+    if match and not name.startswith('.'):
+      splits_of.setdefault(match.group('class_name'), set()).add(int(match.group('split')))
+  if not splits_of:
+    raise DatasetError('--splits_dir=%s holds no HMDB51 split files '
+                       '(<class>_test_split<N>.txt)' % splits_dir)
+  lacking = sorted(name for name, numbers in splits_of.items() if split not in numbers)
+  if lacking:
+    raise DatasetError('%s is missing (%d of %d classes have no split %d file)'
+                       % (os.path.join(splits_dir, '%s_test_split%d.txt' % (lacking[0], split)),
+                          len(lacking), len(splits_of), split))
+  return tuple(sorted(splits_of))
+
+
+def read_hmdb_style_lists(splits_dir, split):
+  """One `<class>_test_split<N>.txt` per class in `splits_dir`, lines "<video>.avi <code>"
+  (1 train, 2 test, 0 unused); labels follow the sorted class names. -> SplitLists."""
+  class_names = _hmdb_class_names(splits_dir, split)
+  splits = {'train': [], 'test': []}
+  problems, taken = [], {}
+  for label, class_name in enumerate(class_names):
+    list_name = '%s_test_split%d.txt' % (class_name, split)
+    for number, text in read_lines(os.path.join(splits_dir, list_name)):
+      parts = text.rsplit(None, 1)  # Keeps a video name with a space in one piece.
+      where = '%s line %d' % (list_name, number)
+      if len(parts) != 2 or parts[1] not in ('0', '1', '2'):
+        problems.append(('%s/%s' % (class_name, text.split()[0]),
+                         '%s: expected "<video> <code>" with code 0, 1 or 2' % where))
+        continue
+      path = '%s/%s' % (class_name, parts[0])
+      if path in taken:
+        problems.append((path, '%s: already listed at %s' % (where, taken[path])))
+        continue
+      taken[path] = where
+      if parts[1] in _HMDB_CODES:
+        splits[_HMDB_CODES[parts[1]]].append(VideoEntry(path, class_name, label))
+  return SplitLists(class_names, {name: tuple(entries) for name, entries in splits.items()},
+                    tuple(problems))

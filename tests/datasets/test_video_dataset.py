@@ -7,11 +7,10 @@ import sys
 
 import pytest
 
-from datasets.conversion import image_conversion
-from datasets import converted_data
 from datasets import dataset_factory
-from datasets.conversion import shard_writer
-from datasets.dataset_split import DatasetError
+from datasets.conversion import image_conversion, shard_writer
+from datasets.formats import converted_data
+from datasets.formats.dataset_split import DatasetError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _VIDEO_DATASETS = ('hmdb51', 'ucf101', 'video_folder')
@@ -22,7 +21,7 @@ def _write_converted(output_dir, name, num_classes, modality, sizes, extra=None)
   class_names = ['class_%03d' % label for label in range(num_classes)]
   splits = {split_name: ([b'placeholder clip'] * size, size)
             for split_name, size in sizes.items()}
-  converted_data.write_converted_dataset(
+  shard_writer.write_converted_dataset(
       str(output_dir), name, class_names, converted_data.MODALITY_CHANNELS[modality], splits,
       num_shards=2, modality=modality, extra=extra)
   return str(output_dir)
@@ -104,7 +103,7 @@ def test_image_data_is_not_taken_for_clips(tmp_path, digits_dir):
   with pytest.raises(DatasetError, match="holds converted 'digits' data, not 'ucf101'"):
     dataset_factory.get_dataset('ucf101', 'train', digits_dir)
   # Written as if by an image converter under a video name: no modality.
-  converted_data.write_converted_dataset(str(tmp_path), 'video_folder', ['a', 'b'], 3,
+  shard_writer.write_converted_dataset(str(tmp_path), 'video_folder', ['a', 'b'], 3,
                                          {'train': ([b'x'], 1), 'test': ([b'y'], 1)}, 1)
   with pytest.raises(DatasetError) as info:
     dataset_factory.get_dataset('video_folder', 'test', str(tmp_path))
@@ -129,7 +128,7 @@ def test_write_refuses_inconsistent_metadata_before_writing(tmp_path, modality, 
                                                             extra, message):
   output_dir = str(tmp_path / 'out')
   with pytest.raises(ValueError, match='^' + message):
-    converted_data.write_converted_dataset(output_dir, 'ucf101', ['a'], channels,
+    shard_writer.write_converted_dataset(output_dir, 'ucf101', ['a'], channels,
                                            {'train': ([b'x'], 1)}, 1, modality=modality,
                                            extra=extra)
   assert not os.path.exists(output_dir)

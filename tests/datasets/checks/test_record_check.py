@@ -1,12 +1,12 @@
-"""The verifier's work (datasets/record_check.py) on the shared synthetic records and on
+"""The verifier's work (datasets/checks/record_check.py) on the shared synthetic records and on
 digits, clean and damaged; what to expect is computed here from the records (protobuf),
 manifest.json and the framing (tests/damaged_data.py)."""
 
 import json
 import os
 
-from datasets import record_check
-from datasets.record_check import VerifyConfig
+from datasets.checks import record_check
+from datasets.checks.record_check import VerifyConfig
 from tests import damaged_data, video_testdata
 from tf_compat import tf
 

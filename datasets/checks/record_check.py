@@ -22,10 +22,9 @@ import os
 from typing import List, Optional, Tuple
 
 from core.params import param
-from datasets import converted_data, damaged_shards, index_check, video_records
-from datasets.conversion import shard_writer
-from datasets.dataset_split import DatasetError
-from datasets.inputs import damaged_frames
+from datasets.checks import index_check
+from datasets.formats import checked_decode, converted_data, damaged_shards, shards, video_records
+from datasets.formats.dataset_split import DatasetError
 from tf_compat import tf
 
 __all__ = ['VerifyConfig', 'ParsedRecord', 'ShardCheck', 'DatasetCheck', 'record_parser',
@@ -82,7 +81,7 @@ def record_parser(info):
 
 class FrameDecoder:
   """decoded(list of encoded bytes) -> [bool]: whether each decodes, in one session run
-  (`damaged_frames.map_checked`, `num_parallel_calls` at once)."""
+  (`checked_decode.map_checked`, `num_parallel_calls` at once)."""
 
   def __init__(self, kind, num_parallel_calls):
     self._graph = tf.Graph()
@@ -90,7 +89,7 @@ class FrameDecoder:
       self._values = tf.placeholder(tf.string, [None])
       decode = (tf.io.decode_jpeg if kind == 'jpeg' else
                 lambda v: tf.io.decode_image(v, expand_animations=False))
-      _, self._ok = damaged_frames.map_checked(
+      _, self._ok = checked_decode.map_checked(
           self._values, lambda value: tf.size(decode(value)) > 0, [], tf.bool,
           num_parallel_calls=num_parallel_calls)
     self._session = tf.Session(graph=self._graph)
@@ -228,14 +227,14 @@ def _shard_paths(dataset_dir, split, listing):
   names = sorted(name for name in listing if listing[name]['split'] == split)
   if not names:
     try:
-      return shard_writer.find_shards(dataset_dir, split), []
+      return shards.find_shards(dataset_dir, split), []
     except ValueError:
       found = {}
       for name in tf.io.gfile.listdir(dataset_dir):
-        parsed = shard_writer.parse_shard_name(name)
+        parsed = shards.parse_shard_name(name)
         if parsed and parsed[0] == split:
           found[name] = parsed[2]
-      names = [shard_writer.shard_name(split, i, count)
+      names = [shards.shard_name(split, i, count)
                for count in sorted(set(found.values())) for i in range(count)]
   paths = [os.path.join(dataset_dir, name) for name in names]
   return ([p for p in paths if tf.io.gfile.exists(p)],
@@ -249,7 +248,7 @@ def _expected(path, info, listing):
     return [video['id'] for video in listing[name]['videos']]
   if info.get('modality'):
     return None
-  split, index, count = shard_writer.parse_shard_name(name)
+  split, index, count = shards.parse_shard_name(name)
   total = int(info['splits'][split])
   return (index + 1) * total // count - index * total // count
 

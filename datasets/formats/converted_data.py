@@ -8,7 +8,7 @@ video datasets). The info file is removed when a conversion starts and written l
 its presence means the conversion finished.
 
 Video records have a format version (`VIDEO_FORMAT_VERSION`; layout in
-`datasets/video_records.py`): data of another version is refused in one line naming the
+`datasets/formats/video_records.py`): data of another version is refused in one line naming the
 command that migrates it.
 """
 
@@ -19,8 +19,8 @@ from typing import Dict, Tuple
 
 from core.errors import DataError
 from core.files import write_text_atomically  # also converted_data.write_text_atomically
-from datasets.conversion import shard_writer
-from datasets.dataset_split import DatasetError, DatasetSplit
+from datasets.formats import shards
+from datasets.formats.dataset_split import DatasetError, DatasetSplit
 from tf_compat import tf
 
 LABELS_FILENAME = 'labels.txt'
@@ -103,8 +103,9 @@ def read_dataset_info(dataset_dir):
   return info
 
 
-def _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra):
-  """The dataset_info.json content; checks modality and extra before anything is written."""
+def info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra):
+  """The dataset_info.json content; checks modality and extra before anything is written
+  (a ValueError)."""
   info = {'dataset_name': dataset_name, 'num_classes': len(class_names),
           'num_channels': num_channels, 'splits': dict(split_sizes)}
   if modality is not None:
@@ -122,59 +123,20 @@ def _info_record(dataset_name, class_names, num_channels, split_sizes, modality,
   return info
 
 
-def write_converted_dataset(output_dir, dataset_name, class_names, num_channels, splits,
-                            num_shards, modality=None, extra=None):
-  """Writes all shards, then labels.txt, then dataset_info.json (last: it marks completion).
-
-  Args:
-    output_dir: created if missing; an earlier conversion there is replaced.
-    dataset_name: registered name recorded in dataset_info.json.
-    class_names: list of names, index = label.
-    num_channels: channels of every decoded image.
-    splits: {split_name: (iterable of serialized records, number of records)}.
-    num_shards: upper bound of shards per split; a split never gets more shards than
-      records (and at least one), so no reader is handed an empty shard.
-    modality: None for images; 'rgb' (3 channels) or 'flow' (2) for video clips, whose
-      info also records `"format_version": VIDEO_FORMAT_VERSION` (the caller writes
-      records in that layout, datasets/video_records.py).
-    extra: optional {key: JSON value} stored in dataset_info.json beside the standard keys
-      (e.g. the source split number); it may not override them.
-
-  Returns:
-    {split_name: list of shard paths}.
-
-  Raises:
-    ValueError: a modality that disagrees with num_channels, or extra overriding a key;
-      nothing is written then.
-  """
-  split_sizes = {name: count for name, (_, count) in splits.items()}
-  _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra)
-  tf.io.gfile.makedirs(output_dir)
-  info_path = os.path.join(output_dir, INFO_FILENAME)
-  if tf.io.gfile.exists(info_path):
-    tf.io.gfile.remove(info_path)  # The old data is about to be replaced, shard by shard.
-  written = {}
-  for split_name, (records, num_records) in splits.items():
-    written[split_name] = shard_writer.write_shards(
-        records, output_dir, split_name, max(1, min(num_shards, num_records)), num_records)
-  write_converted_info(output_dir, dataset_name, class_names, num_channels, split_sizes,
-                       modality=modality, extra=extra)
-  return written
-
-
 def write_converted_info(output_dir, dataset_name, class_names, num_channels, split_sizes,
                          modality=None, extra=None):
   """Writes labels.txt, then dataset_info.json, for shards a converter has already written.
 
   For converters that write their own shards (e.g. resumably, shard by shard); the caller
   removes any old dataset_info.json before its first shard. Arguments as in
-  write_converted_dataset, with `split_sizes` {split_name: number of records}.
+  conversion/shard_writer.write_converted_dataset, with `split_sizes` {split_name: number
+  of records}.
 
   Raises:
     ValueError: a modality that disagrees with num_channels, or extra overriding a key;
       nothing is written then.
   """
-  info = _info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra)
+  info = info_record(dataset_name, class_names, num_channels, split_sizes, modality, extra)
   write_labels_file(dict(enumerate(class_names)), output_dir)
   write_text_atomically(os.path.join(output_dir, INFO_FILENAME),
                         json.dumps(info, indent=2) + '\n')
@@ -182,14 +144,14 @@ def write_converted_info(output_dir, dataset_name, class_names, num_channels, sp
 
 def _split_shards(dataset_dir, split_name, command):
   try:
-    shards = shard_writer.find_shards(dataset_dir, split_name)
+    found = shards.find_shards(dataset_dir, split_name)
   except ValueError as error:
     raise DatasetError('%s: %s' % (error, command)) from None
-  if not shards:
+  if not found:
     raise DatasetError('%s has no %s shards (%s-00000-of-000NN) although %s is present; '
                        're-run: %s' % (dataset_dir, split_name, split_name, INFO_FILENAME,
                                        command))
-  return shards
+  return found
 
 
 def _checked_info(dataset_name, dataset_dir, command):
@@ -242,7 +204,7 @@ def load_split(dataset_name, split_name, dataset_dir, command):
     raise DatasetError('%s lists no %r split (it has: %s); re-run: %s'
                        % (os.path.join(dataset_dir, INFO_FILENAME), split_name,
                           ', '.join(sorted(info['splits'])), command))
-  shards = _split_shards(dataset_dir, split_name, command)
+  split_shards = _split_shards(dataset_dir, split_name, command)
   labels_to_names = read_labels_file(dataset_dir)
   if sorted(labels_to_names) != list(range(info['num_classes'])):
     raise DatasetError('%s does not name labels 0..%d of %s; re-run: %s'
@@ -250,7 +212,7 @@ def load_split(dataset_name, split_name, dataset_dir, command):
                           INFO_FILENAME, command))
   return DatasetSplit(
       name=dataset_name, split_name=split_name, dataset_dir=dataset_dir,
-      file_pattern=shard_writer.shard_file_pattern(dataset_dir, split_name, len(shards)),
+      file_pattern=shards.shard_file_pattern(dataset_dir, split_name, len(split_shards)),
       num_samples=int(info['splits'][split_name]), num_classes=int(info['num_classes']),
       labels_to_names=labels_to_names, num_channels=int(info['num_channels']),
       modality=_checked_modality(info, dataset_dir, command))

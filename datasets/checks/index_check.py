@@ -1,4 +1,4 @@
-"""The checks of format-2 video records' indexes (layout in `datasets/video_records.py`):
+"""The checks of format-2 video records' indexes (layout in `datasets/formats/video_records.py`):
 each record a chunk of a video, each shard with an index that lists every video's chunks
 by frame and byte bounds. Used by `record_check` (`python -m datasets.verify_records`),
 and by training and eval before they build a graph (`check_index_counts`).
@@ -21,7 +21,7 @@ import os
 import typing
 
 from core.errors import DataError
-from datasets import converted_data, damaged_shards, video_records
+from datasets.formats import converted_data, damaged_shards, video_records
 from tf_compat import tf
 
 __all__ = ['Chunk', 'chunk_parser', 'check_index', 'check_index_counts']

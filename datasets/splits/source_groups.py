@@ -12,10 +12,11 @@ tree without group names splits exactly as single videos always did. Pure Python
 import dataclasses
 import re
 
-from datasets.conversion.stratified_split import stratified_split
-from datasets.dataset_split import DatasetError
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits import video_splits
+from datasets.splits.stratified_split import stratified_split
 
-__all__ = ['DEFAULT_GROUP_BY', 'GroupCounts', 'compile_group_by', 'grouped_split']
+__all__ = ['DEFAULT_GROUP_BY', 'GroupCounts', 'compile_group_by', 'grouped_split', 'split_tree']
 
 DEFAULT_GROUP_BY = r'_g(\d+)_'  # UCF101's v_ApplyEyeMakeup_g08_c01.avi -> group '08'
 
@@ -89,3 +90,24 @@ def grouped_split(entries, test_fraction, seed, group_by=DEFAULT_GROUP_BY):
                        sum(1 for key in keys if key[1] is None) if pattern else 0)
   return (tuple(e for i in train for e in groups[keys[i]]),
           tuple(e for i in test for e in groups[keys[i]]), counts)
+
+
+def split_tree(dataset_name, video_dir, test_fraction, seed, group_by=DEFAULT_GROUP_BY):
+  """The `<video_dir>/<class>/<video>` tree, its videos grouped by source (`group_by`) and
+  round(G * test_fraction) of the G groups held out for test (`grouped_split`); entries
+  come in that seeded order, a group's videos together.
+  -> video_splits.SplitLists (with `groups`); raises DatasetError."""
+  if (isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float))
+      or not 0 <= test_fraction < 1):
+    raise DatasetError('--test_fraction=%r is not accepted: use a number >= 0 and < 1'
+                       % (test_fraction,))
+  video_dir = video_splits.existing_dir(
+      'video_dir', video_dir, dataset_name,
+      'a directory with one sub-directory of videos per class')
+  class_names, entries, problems = video_splits.scan_tree(video_dir)
+  if not entries:
+    raise DatasetError('--video_dir=%s holds no video files (%s) in its class folders'
+                       % (video_dir, ' '.join(video_splits.VIDEO_EXTENSIONS)))
+  train, test, groups = grouped_split(entries, test_fraction, seed, group_by)
+  return video_splits.SplitLists(class_names, {'train': train, 'test': test},
+                                 tuple(problems), groups)

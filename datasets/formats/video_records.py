@@ -33,7 +33,7 @@ Feature lists (one entry per frame of the chunk, in order):
     rgb:  image/encoded           one RGB JPEG per frame
     flow: flow/u/encoded, flow/v/encoded   one grey JPEG per frame for each flow channel;
           pixel = round((clip(flow, -20, 20) + 20) * 255 / 40), so 0..255 maps to -20..20
-          and readers scale to [-1, 1] with pixel / 127.5 - 1.
+          and readers scale to [-1, 1] with pixel / 127.5 - 1 (`flow_encoding`).
 `python -m datasets.export_media_sequence` writes whole-video records with the field's
 keys, flow as MediaSequence's `FORWARD_FLOW/image/encoded` (R = u, G = v, B = 0).
 
@@ -51,18 +51,16 @@ Readers sample frame indices first, read the chunks that hold them and decode on
 chosen JPEGs (`datasets/inputs/clip_reader.py`). Records and index entries are serialized
 deterministically, so `python -m datasets.convert_videos --only_shard` rebuilds a shard
 and its index byte for byte; `python -m datasets.verify_records` checks that each index
-lists exactly the chunks its shard holds (`datasets/index_check.py`).
+lists exactly the chunks its shard holds (`datasets/checks/index_check.py`).
 """
 
-from datasets.converted_data import MODALITY_CHANNELS, VIDEO_FORMAT_VERSION
-from datasets.conversion.shard_writer import INDEX_SUFFIX
-from datasets.conversion.video_frames import FLOW_BOUND, flow_to_uint8  # pylint: disable=unused-import
+from datasets.formats.converted_data import MODALITY_CHANNELS, VIDEO_FORMAT_VERSION
+from datasets.formats.shards import INDEX_SUFFIX
 from tf_compat import tf
 
-__all__ = ['MODALITIES', 'FLOW_BOUND', 'FORMAT_VERSION', 'DEFAULT_CHUNK_FRAMES',
-           'INDEX_SUFFIX', 'RECORD_OVERHEAD', 'frame_feature_keys', 'chunk_bounds',
-           'video_chunks', 'index_entry', 'index_path', 'parse_index_entry', 'parse_chunks',
-           'flow_to_uint8']
+__all__ = ['MODALITIES', 'FORMAT_VERSION', 'DEFAULT_CHUNK_FRAMES', 'RECORD_OVERHEAD',
+           'frame_feature_keys', 'chunk_bounds', 'video_chunks', 'index_entry', 'index_path',
+           'parse_index_entry', 'parse_chunks']
 
 MODALITIES = MODALITY_CHANNELS   # modality -> channels
 FORMAT_VERSION = VIDEO_FORMAT_VERSION

@@ -13,9 +13,9 @@ import re
 import pytest
 
 from datasets import dataset_factory
-from datasets.conversion import source_groups
 from datasets.conversion.video_conversion import VideoConversion, convert_videos
-from datasets.dataset_split import DatasetError
+from datasets.formats.dataset_split import DatasetError
+from datasets.splits import source_groups
 from tests.video_testdata import synthetic_videos
 
 # class: clips per group (UCF101 has 4 to 7 clips in each of 25 groups per class).

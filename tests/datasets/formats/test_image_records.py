@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets import image_records
+from datasets.formats import image_records
 from tf_compat import tf
 
 
