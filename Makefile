@@ -147,7 +147,7 @@ test-heavy: setup
 # processes per test (about 95 minutes).
 stress: setup
 	$(PY) -m benchmarks.chaos
-	$(PY) -m benchmarks.stress
+	$(PY) -m tests.stress
 
 # The chaos run alone (about 5 minutes on 2 cores).
 chaos: setup

@@ -7,12 +7,14 @@ Inputs are synthetic (a fixed random batch repeated by tf.data, drawn through th
 per-clone iterator path as training), so the figure measures model_deploy, not decoding.
 Clones run on logical CPU devices (`clone_on_cpu`), the only devices here; the ratio is
 the cost of splitting the batch, summing gradients and running N towers, which is what
-multi-GPU users pay on top of the GPUs themselves. Configurations alternate over
-`--rounds` rounds in one process and the median of each is reported, so both see the
-same machine state. This machine's run-to-run noise is about +-15 %, more than the
-effect measured, so the figure that counts is the median over rounds of the per-round
-ratio (each configuration against the baseline measured right before it), after one
-discarded warm-up measurement. Prints one JSON line per configuration and a summary.
+multi-GPU users pay on top of the GPUs themselves. Each configuration is a doctor
+`Component` timed by the doctor's harness (training/doctor/measure.py): every session
+opened first, one untimed round of `--warmup_steps` steps of each, then `--rounds` rounds
+of `--steps` steps of each in turn, so all see the same machine state; the median of each
+is reported. This machine's run-to-run noise is about +-15 %, more than the effect
+measured, so the figure that counts is the median over rounds of the per-round ratio
+(each configuration against the baseline measured in the same round). Prints one JSON
+line per configuration and a summary.
 Run from the repository root. Exit status: 0 done, 2 bad flags (one `error:` line).
 """
 
@@ -20,8 +22,6 @@ import dataclasses
 import json
 import os
 import platform
-import statistics
-import time
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags
@@ -35,6 +35,8 @@ from deployment.session.session_config import make_session_config
 from nets import nets_factory
 from resolve import names
 from tf_compat import tf
+from training.doctor import measure, rounds
+from training.doctor.settings import DoctorSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +50,13 @@ class ClonesSettings:
   channels: int = param(3, 'Input channels.')
   num_classes: int = param(10, 'Classes of the synthetic labels.')
   # Timing.
-  warmup_steps: int = param(5, 'Untimed steps per measurement.')
-  steps: int = param(30, 'Timed steps per measurement.')
+  warmup_steps: int = param(5, 'Untimed steps of each configuration, in a round before the '
+                            'timed ones.')
+  steps: int = param(30, 'Timed steps of each configuration per round.')
   rounds: int = param(7, 'Alternating rounds; medians are reported.')
 
 
-define_flags(ClonesSettings)
-FLAGS = flags.FLAGS
+FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
 
 
 def check_settings(settings):
@@ -63,6 +65,11 @@ def check_settings(settings):
   names.network_spec(settings.model_name)
   if not settings.num_clones:
     raise errors.ConfigError('--num_clones is empty: give the clone counts, e.g. 1,2')
+  for flag in ('steps', 'rounds'):
+    errors.require(getattr(settings, flag) >= 1, '--%s=%d must be >= 1'
+                   % (flag, getattr(settings, flag)))
+  errors.require(settings.warmup_steps >= 0, '--warmup_steps=%d must be >= 0'
+                 % settings.warmup_steps)
   for n in settings.num_clones:
     if n < 1 or settings.global_batch % n:
       raise errors.ConfigError('--global_batch=%d must split evenly over %d clones (from '
@@ -70,21 +77,23 @@ def check_settings(settings):
   return settings
 
 
-def _build(model_name, num_clones, global_batch, channels, num_classes):
-  """Builds a train op for `num_clones` CPU clones; returns (graph, train_op, config)."""
+def component(settings, num_clones):
+  """A train op for `num_clones` CPU clones as the doctor's `measure.Component`: one step
+  is settings.global_batch examples, split over the clones."""
   config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_on_cpu=True)
-  spec = nets_factory.get_network_spec(model_name)
+  spec = nets_factory.get_network_spec(settings.model_name)
   size = spec.default_image_size
-  per_clone = global_batch // num_clones
+  per_clone = settings.global_batch // num_clones
   rng = np.random.RandomState(0)
-  images = rng.uniform(-1, 1, (per_clone, size, size, channels)).astype(np.float32)
-  labels = rng.randint(0, num_classes, per_clone).astype(np.int64)
+  images = rng.uniform(-1, 1, (per_clone, size, size, settings.channels)).astype(np.float32)
+  labels = rng.randint(0, settings.num_classes, per_clone).astype(np.int64)
   graph = tf.Graph()
   with graph.as_default():
     with tf.device(config.inputs_device()):
       dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(2)
       iterator = tf.data.make_one_shot_iterator(dataset)
-    network_fn = nets_factory.get_network_fn(model_name, num_classes, is_training=True)
+    network_fn = nets_factory.get_network_fn(settings.model_name, settings.num_classes,
+                                             is_training=True)
 
     def clone_fn():
       with tf.device(config.inputs_device()):
@@ -95,23 +104,8 @@ def _build(model_name, num_clones, global_batch, channels, num_classes):
     deployed = model_deploy.deploy(config, clone_fn,
                                    optimizer=tf.train.GradientDescentOptimizer(0.01))
     init = tf.global_variables_initializer()
-  return graph, deployed.train_op, init, config
-
-
-def measure(settings, num_clones):
-  """examples/sec over settings.steps steps after settings.warmup_steps."""
-  graph, train_op, init, config = _build(settings.model_name, num_clones,
-                                         settings.global_batch, settings.channels,
-                                         settings.num_classes)
-  with tf.Session(graph=graph, config=make_session_config(config)) as sess:
-    sess.run(init)
-    for _ in range(settings.warmup_steps):
-      sess.run(train_op)
-    start = time.perf_counter()
-    for _ in range(settings.steps):
-      sess.run(train_op)
-    elapsed = time.perf_counter() - start
-  return settings.steps * settings.global_batch / elapsed
+  return measure.Component('%d clone(s)' % num_clones, num_clones, settings.global_batch,
+                           graph, init, deployed.train_op, make_session_config(config))
 
 
 def main(argv):
@@ -126,26 +120,27 @@ def main(argv):
 
 
 def compare(settings):
-  """Measures every clone count once per round after one warm-up measurement; prints one
-  JSON line per clone count (medians, ratios to the first count) and a machine line."""
+  """Times every clone count in the doctor's alternating rounds; prints one JSON line per
+  clone count (medians, ratios to the first count) and a machine line. Returns the lines'
+  dicts."""
   clone_counts = settings.num_clones
-  measure(settings, clone_counts[0])  # Warm-up: the first run is always slow.
-  samples = {n: [] for n in clone_counts}
-  for _ in range(settings.rounds):
-    for n in clone_counts:
-      samples[n].append(measure(settings, n))
-  baseline = samples[clone_counts[0]]
-  for n in clone_counts:
-    ratios = [s / b for s, b in zip(samples[n], baseline)]
-    print(json.dumps({'model': settings.model_name, 'global_batch': settings.global_batch,
-                      'num_clones': n,
-                      'examples_per_sec': round(statistics.median(samples[n]), 1),
-                      'rounds': [round(s, 1) for s in samples[n]],
-                      'median_ratio_to_baseline': round(statistics.median(ratios), 3),
-                      'ratios': [round(r, 3) for r in ratios]}))
+  found, _ = measure.measure(
+      [component(settings, n) for n in clone_counts],
+      DoctorSettings(doctor_rounds=settings.rounds, doctor_steps=settings.steps,
+                     doctor_warmup_steps=settings.warmup_steps))
+  lines = []
+  for n, row in zip(clone_counts, found):
+    median, ratios = rounds.median_ratio(row.round_rates, found[0].round_rates)
+    lines.append({'model': settings.model_name, 'global_batch': settings.global_batch,
+                  'num_clones': n, 'examples_per_sec': round(row.examples_per_sec, 1),
+                  'rounds': [round(s, 1) for s in row.round_rates],
+                  'median_ratio_to_baseline': median, 'ratios': ratios})
+    print(json.dumps(lines[-1]))
   print('machine: %s, %d cores, Python %s, TensorFlow %s' % (
       platform.machine(), os.cpu_count(), platform.python_version(), tf.__version__))
+  return lines
 
 
 if __name__ == '__main__':
+  define_flags(ClonesSettings)
   app.run(main, flags_parser=parse_flags)

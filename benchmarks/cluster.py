@@ -17,8 +17,9 @@ os.sched_setaffinity); the parameter server is not pinned. The whole job's
 examples/sec comes from the chief's progress lines: global steps advanced times
 examples per global step, divided by the time between the first line after
 `--warmup_steps` and the last line. Configurations alternate within each round (the
-order flips every round) after one discarded warm-up round, so both see the same machine
-state; the figure is the median of the per-round ratios. Other work on the machine
+order flips every round) after one discarded warm-up round (the harness of
+training/doctor/rounds.py), so both see the same machine state; the figure is the median
+of the per-round ratios. Other work on the machine
 moves these numbers, and hurts 2 workers (which need both cores) more than 1: each run
 records the CPU that processes outside the benchmark used meanwhile (`other_cores`,
 from /proc/stat), and a second summary keeps only the rounds where that stayed under
@@ -55,6 +56,7 @@ from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
 from deployment.cluster import local_cluster
 from resolve import names
+from training.doctor import rounds as harness
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +86,7 @@ class ClusterSettings:
                          % ', '.join(local_cluster.ISOLATIONS))
 
 
-define_flags(ClusterSettings)
-FLAGS = flags.FLAGS
+FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
 
 LINE = re.compile(r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+)(?: of \d+)?: loss = ', re.M)
 WORKER_RATE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = \S+ \(([\d.]+) examples/sec', re.M)
@@ -321,19 +322,19 @@ def compare(settings):
   work_dir = settings.work_dir or tempfile.mkdtemp(prefix='bench_cluster_')
   dataset_dir = _dataset_dir(settings, work_dir)
   load_before = os.getloadavg()
-  rounds = []
-  for index in range(settings.rounds + 1):
-    order = (1, 2) if index % 2 == 0 else (2, 1)
-    if settings.two_jobs:
-      order = order + ('jobs',) if index % 2 == 0 else ('jobs',) + order
-    results = {n: run_two_jobs(settings, dataset_dir, work_dir, 'round%d_jobs' % index)
-                  if n == 'jobs' else
-                  run(settings, n, dataset_dir, work_dir, 'round%d_%dw' % (index, n))
-               for n in order}
-    for n in order:
-      print(json.dumps(dict(results[n], warmup=index == 0)), flush=True)
-    if index:
-      rounds.append(results)
+  measures = {n: lambda index, n=n: run(settings, n, dataset_dir, work_dir,
+                                        'round%d_%dw' % (index, n)) for n in (1, 2)}
+  if settings.two_jobs:
+    measures['jobs'] = lambda index: run_two_jobs(settings, dataset_dir, work_dir,
+                                                  'round%d_jobs' % index)
+
+  def printed(index, results):
+    for result in results.values():
+      print(json.dumps(dict(result, warmup=index == 0)), flush=True)
+
+  samples = harness.alternate(measures, settings.rounds, flip=True,
+                              after_round=printed).samples
+  rounds = [{n: samples[n][index] for n in measures} for index in range(settings.rounds)]
   print(json.dumps(_summary(settings, rounds, 'all rounds')))
   quiet = [r for r in rounds if max(v['other_cores'] for v in r.values()) <= (
       settings.quiet_cores)]
@@ -350,15 +351,14 @@ def compare(settings):
 def _summary(settings, rounds, which):
   one = [r[1]['job_examples_per_sec'] for r in rounds]
   two = [r[2]['job_examples_per_sec'] for r in rounds]
-  ratios = [b / a for a, b in zip(one, two)]
+  median, ratios = harness.median_ratio(two, one)
   summary = {'which': which, 'rounds': len(rounds), 'model': settings.model_name,
           'batch_per_worker': settings.batch_size,
           'mode': 'sync' if settings.sync else 'async',
           'inter_op_threads': settings.inter_op_threads or 'runtime',
           'one_worker_examples_per_sec': round(statistics.median(one), 1),
           'two_workers_examples_per_sec': round(statistics.median(two), 1),
-          'median_ratio': round(statistics.median(ratios), 3),
-          'ratios': [round(r, 3) for r in ratios],
+          'median_ratio': median, 'ratios': ratios,
           'cpu_secs_per_global_step': {n: _median_cpu(rounds, n) for n in (1, 2)},
           'two_core_bound_ratio': round(statistics.median(
               [cpu_bound_ratio(r[1], r[2], settings.sync) for r in rounds]), 3)}
@@ -366,9 +366,8 @@ def _summary(settings, rounds, which):
     jobs = [r['jobs']['job_examples_per_sec'] for r in rounds]
     summary.update({
         'two_jobs_examples_per_sec': round(statistics.median(jobs), 1),
-        'two_jobs_ratio': round(statistics.median(b / a for a, b in zip(one, jobs)), 3),
-        'two_workers_of_two_jobs': round(statistics.median(
-            b / c for b, c in zip(two, jobs)), 3),
+        'two_jobs_ratio': harness.median_ratio(jobs, one)[0],
+        'two_workers_of_two_jobs': harness.median_ratio(two, jobs)[0],
         'two_jobs_cpu_secs_per_step': {
             name: round(statistics.median(j['cpu_secs_per_global_step'][name]
                                           for r in rounds for j in r['jobs']['jobs']), 4)
@@ -397,4 +396,5 @@ def cpu_bound_ratio(one, two, sync):
 
 
 if __name__ == '__main__':
+  define_flags(ClusterSettings)
   app.run(main, flags_parser=parse_flags)

@@ -40,10 +40,10 @@ from typing import Optional
 import portpicker
 from absl import app, flags
 
-from benchmarks.input_pipeline.report import ratios
 from core import errors
 from core.params import (ConfigError, config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
+from training.doctor.rounds import median_ratio
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # One H200, I3D at batch 8 of 64 x 224 x 224 clips (issue 23, measured 2026-11-26).
@@ -262,10 +262,10 @@ def report(settings, found):
                     frames_per_sec=round(row.examples_per_sec * frames, 1))
       print(json.dumps(line))
   full = {where: rows[2].round_rates for where, rows in found.items()}
-  median, per_round = ratios(full['service'], full['local'])
+  median, per_round = median_ratio(full['service'], full['local'])
   print(json.dumps({'ratio': 'full step steps/s: service / local', 'median': median,
                     'ratios': per_round, 'target': TARGET, 'met': median >= TARGET}))
-  median, per_round = ratios(found['service'][0].round_rates, found['local'][0].round_rates)
+  median, per_round = median_ratio(found['service'][0].round_rates, found['local'][0].round_rates)
   print(json.dumps({'ratio': 'input alone: data worker / local pipeline', 'median': median,
                     'ratios': per_round, 'note': 'context: the same decode on another core'}))
   for where, rows in found.items():

@@ -12,10 +12,11 @@ once in the graph, so the input pipeline is out of the figure. Clones go one per
 images and videos, converted by the project's converters) are made in a scratch
 directory first; only their shapes matter.
 
-Every configuration of a model is opened first; then an untimed round of warm-up steps
-runs every configuration in turn, and each timed round runs `--steps` steps of every
-configuration in turn, so all see the same machine. A figure is the median over the
-rounds. The table gives each configuration against float32 without XLA on the same
+Every configuration of a model is a doctor `Component` timed by the doctor's harness
+(training/doctor/measure.py): all are opened first; then an untimed round of warm-up
+steps runs every configuration in turn, and each timed round runs `--steps` steps of
+every configuration in turn, so all see the same machine. A figure is the median over
+the rounds. The table gives each configuration against float32 without XLA on the same
 number of GPUs (the speed-up of precision and XLA), and against 1 GPU with the same
 precision and XLA (the scaling); "first step" is the first step's seconds, XLA's
 compilation included. After the rounds each configuration runs one traced
@@ -44,7 +45,6 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 from typing import Optional
 
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
@@ -59,6 +59,7 @@ from deployment.session.precision_options import PRECISIONS
 from tf_compat import tf
 from training.config import TrainConfig
 from training.doctor import measure
+from training.doctor.settings import DoctorSettings
 from training.setup import check_train_config
 
 # (label, TrainConfig overrides): rows measured besides the base one, each with every
@@ -97,8 +98,7 @@ class GpuSpeedSettings:
                                   '(default: a temporary directory, removed at the end).')
 
 
-define_flags(GpuSpeedSettings)
-FLAGS = flags.FLAGS
+FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
 MODELS = ('i3d', 'cifarnet')
 
 
@@ -182,33 +182,9 @@ def _build(row):
   row.component = measure.step_component(config, setup)
 
 
-def _run_steps(row, steps):
-  """Seconds for `steps` steps, or None with row.error set: out of memory, or another
-  TensorFlow error (XLA refusing to compile a combination, say), first line kept."""
-  try:
-    start = time.perf_counter()
-    for _ in range(steps):
-      row.component.session.run(row.component.fetch)
-    return time.perf_counter() - start
-  except tf.errors.ResourceExhaustedError:
-    row.error = 'out of memory (ResourceExhaustedError)'
-  except tf.errors.OpError as error:
-    row.error = 'failed: %s: %s' % (type(error).__name__, _first_line(error.message))
-  return None
-
-
-def _first_line(message):
-  lines = [line.strip() for line in message.splitlines() if line.strip()]
-  useful = [line for line in lines if 'Graph execution error' not in line]
-  return (useful or lines or [''])[0][:300]
-
-
-def _what_ran(row):
+def _what_ran(run_metadata):
   """'bfloat16 (57 kernels)', 'XLA (4 clusters)' or 'float32 (60 kernels)' from one
-  traced step."""
-  run_metadata = tf.RunMetadata()
-  row.component.session.run(row.component.fetch, run_metadata=run_metadata,
-                            options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+  traced step's run_metadata."""
   clusters = xla.xla_clusters(run_metadata)
   parts = ['%s (%d kernels)' % item for item in
            sorted(precision.compute_dtypes(run_metadata).items())]
@@ -218,28 +194,20 @@ def _what_ran(row):
 
 
 def _time(rows, settings):
-  """Opens every available row's session, warms up, times alternating rounds, traces."""
+  """Times every available row in the doctor's alternating rounds (measure.measure), each
+  traced once more after them; a TensorFlow error (out of memory, XLA refusing to compile
+  a combination) makes the row's error, its first line kept."""
   live = [row for row in rows if row.component is not None]
-  with contextlib.ExitStack() as stack:
-    for row in live:
-      component = row.component
-      component.session = stack.enter_context(
-          tf.Session(graph=component.graph, config=component.session_config))
-      component.session.run(component.init)
-      started = time.perf_counter()
-      _run_steps(row, 1)  # Compiles (XLA) and places the graph.
-      row.first_step_secs = time.perf_counter() - started
-    for round_index in range(settings.rounds + 1):
-      for row in live:
-        if row.error:
-          continue
-        steps = settings.warmup_steps if round_index == 0 else settings.steps
-        seconds = _run_steps(row, steps) if steps else None
-        if round_index and seconds:
-          row.rates.append(row.component.examples_per_step * steps / seconds)
-    for row in live:
-      if not row.error:
-        row.ran = _what_ran(row)
+  found, traces = measure.measure(
+      [row.component for row in live],
+      DoctorSettings(doctor_rounds=settings.rounds, doctor_steps=settings.steps,
+                     doctor_warmup_steps=settings.warmup_steps),
+      trace=range(len(live)), tolerate=(tf.errors.OpError,))
+  for index, (row, measured) in enumerate(zip(live, found)):
+    row.rates, row.error = list(measured.round_rates), measured.error
+    row.first_step_secs = measured.first_step_secs
+    if index in traces:
+      row.ran = _what_ran(traces[index])
 
 
 def _ratio(value, baseline):
@@ -348,4 +316,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags(GpuSpeedSettings)
   app.run(main, flags_parser=parse_flags)

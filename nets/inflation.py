@@ -29,9 +29,6 @@ from tf_compat import tf, slim
 from nets import i3d
 from checkpoints.paths import resolve_checkpoint
 from core.params import ConfigError, param
-from deployment.session.gpu_options import (check_gpu_options, gpu_allow_growth_param,
-                                     gpu_memory_fraction_param)
-from deployment.session.session_config import session_config_for
 
 __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',
            'inflate_checkpoint', 'summary_line']
@@ -39,6 +36,10 @@ __all__ = ['InflateConfig', 'InflateReport', 'inflate_kernel', 'source_name',
 # Our I3D unit names that tf_slim's 2-D net spells differently (beyond Conv3d/Conv2d).
 _RENAMED_UNITS = {'Mixed_5b/Branch_2/Conv3d_0b_3x3': 'Mixed_5b/Branch_2/Conv2d_0a_3x3'}
 _LOGITS_SCOPE = 'InceptionV1/Logits/'
+# Inflation only assigns arrays and writes them, which the CPU does as fast: its session
+# makes no GPU device, so it maps no GPU memory (a GPU session takes all free memory of
+# every visible GPU) and needs neither GPU memory flags nor deployment's session config.
+_CPU_ONLY = dict(device_count={'GPU': 0})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +57,8 @@ class InflateConfig:
                            'other count leaves them initialised, 0 builds none.')
   depth_multiplier: float = param(1.0, 'I3D width multiplier; must match the widths '
                                   'of the 2-D checkpoint.')
-  # GPU memory.
-  gpu_allow_growth: bool = gpu_allow_growth_param()
-  gpu_memory_fraction: float = gpu_memory_fraction_param()
 
   def __post_init__(self):
-    check_gpu_options(self)
     for flag in ('checkpoint_2d', 'output'):
       if not getattr(self, flag):
         raise ConfigError(f'--{flag} is required')
@@ -231,7 +228,7 @@ def inflate_checkpoint(config):
     tf.set_random_seed(0)
     variables = _build_i3d(config)
     values = _values_for(variables, shapes, reader, config)
-    with tf.Session(config=session_config_for(config)) as session:
+    with tf.Session(config=tf.ConfigProto(**_CPU_ONLY)) as session:
       session.run(tf.global_variables_initializer())
       _assign(session, values)
       _save_atomically(session, config.output)

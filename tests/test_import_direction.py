@@ -16,7 +16,7 @@ FORBIDDEN = {
     'core': set(PACKAGES) - {'core'},
     'checkpoints': {'nets', 'deployment', 'datasets', 'resolve', 'training', 'evaluation',
                     'serving'},
-    'nets': {'datasets', 'resolve', 'training', 'evaluation', 'serving'},
+    'nets': {'deployment', 'datasets', 'resolve', 'training', 'evaluation', 'serving'},
     'deployment': {'datasets', 'resolve', 'training', 'evaluation', 'serving', 'nets'},
     'datasets': {'resolve', 'training', 'evaluation', 'serving'},
     'resolve': {'training', 'evaluation', 'serving'},

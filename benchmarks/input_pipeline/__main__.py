@@ -55,7 +55,8 @@ Long videos (`--long_videos`, instead of the above): training clips/s and bytes 
 clip on 300-frame against 64-frame videos, and whole-video evaluation; see `long_videos`.
 
 This machine's run-to-run noise is about +-15 %, so the measurements alternate over
-`--rounds` rounds in one process after one discarded warm-up round, and each figure that
+`--rounds` rounds in one process after one discarded warm-up round (the harness of
+training/doctor/rounds.py), and each figure that
 counts is the median over rounds of a per-round ratio. Prints one JSON line per
 measurement, one per ratio, and a machine line.
 
@@ -75,6 +76,7 @@ from benchmarks.input_pipeline.settings import InputPipelineSettings, check_sett
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
+from training.doctor import rounds
 
 define_flags(InputPipelineSettings)
 FLAGS = flags.FLAGS
@@ -114,31 +116,37 @@ def compare(data, settings, work_dir):
   bound = baselines.DecodeBound(data['frame_paths'], settings) if settings.clips else None
   clip_measures = _clip_measures(settings, bound) if settings.clips else {}
   conversion_measures = _conversion_measures(settings, has_ffmpeg)
-  samples = {name: [] for name in clip_measures}
-  conversions = {name: [] for name in conversion_measures}
   scratch = os.path.join(settings.conversion_dir or work_dir, 'input_pipeline_scratch')
+  measures = {name: functools.partial(_clip_round, measure, data)
+              for name, measure in clip_measures.items()}
+  measures.update({name: functools.partial(_conversion_round, name, run, data, scratch)
+                   for name, run in conversion_measures.items()})
   try:
-    for round_index in range(settings.rounds + 1):
-      for name, measure in clip_measures.items():
-        value = measure(data)
-        if round_index:
-          samples[name].append(value)
-      for name, run in conversion_measures.items():
-        shutil.rmtree(scratch, ignore_errors=True)
-        os.sync()  # The previous round's files must not be written back during this one.
-        result = run(data, scratch)
-        if name == 'ffmpeg' and round_index == 0:
-          converter.check_ffmpeg_size(data, scratch)
-          data['ffmpeg_jpeg_bytes'] = converter.mean_jpeg_bytes(scratch)
-        if round_index:
-          conversions[name].append(result)
-      print('# round %d of %d done' % (round_index, settings.rounds), flush=True)
+    samples = rounds.alternate(measures, settings.rounds, after_round=lambda index, _: print(
+        '# round %d of %d done' % (index, settings.rounds), flush=True)).samples
   finally:
     if bound:
       bound.close()
     shutil.rmtree(scratch, ignore_errors=True)
-  report.print_report(data, settings, samples, conversions,
+  report.print_report(data, settings, {name: samples[name] for name in clip_measures},
+                      {name: samples[name] for name in conversion_measures},
                       bound.small_call_speed if bound else None)
+
+
+def _clip_round(measure, data, _):
+  return measure(data)
+
+
+def _conversion_round(name, run, data, scratch, round_index):
+  """One conversion into an emptied `scratch`; in the warm-up round, ffmpeg's frames are
+  checked and their JPEG size kept for the report."""
+  shutil.rmtree(scratch, ignore_errors=True)
+  os.sync()  # The previous round's files must not be written back during this one.
+  result = run(data, scratch)
+  if name == 'ffmpeg' and round_index == 0:
+    converter.check_ffmpeg_size(data, scratch)
+    data['ffmpeg_jpeg_bytes'] = converter.mean_jpeg_bytes(scratch)
+  return result
 
 
 def _clip_measures(settings, bound):

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from benchmarks.input_pipeline import tf_module
+from training.doctor import rounds
 
 DCT_METHOD = 'INTEGER_ACCURATE'    # what datasets/inputs/clip_input.py decodes with
 FRAME_FILE = 'frame%06d.jpg'
@@ -25,13 +26,8 @@ FRAMES_PER_CALL = 256
 def session_rate(tf, graph, fetch, settings):
   """clips/s of `fetch` (one batch per run) over settings.batches after the warm-up."""
   with tf.Session(graph=graph) as sess:
-    for _ in range(settings.warmup_batches):
-      sess.run(fetch)
-    start = time.perf_counter()
-    for _ in range(settings.batches):
-      sess.run(fetch)
-    elapsed = time.perf_counter() - start
-  return settings.batches * settings.batch_size / elapsed
+    return rounds.per_second(lambda: sess.run(fetch), settings.batches,
+                             settings.batch_size, settings.warmup_batches)
 
 
 def _load_folder_clip(settings, folder, num_frames, rng, out=None):
@@ -73,12 +69,8 @@ def frame_folder_python(data, settings):
       _load_folder_clip(settings, folder, num_frames, rng, out=clips[b])
     return clips, labels
 
-  for _ in range(settings.warmup_batches):
-    batch()
-  start = time.perf_counter()
-  for _ in range(settings.batches):
-    batch()
-  return settings.batches * settings.batch_size / (time.perf_counter() - start)
+  return rounds.per_second(batch, settings.batches, settings.batch_size,
+                           settings.warmup_batches)
 
 
 def _load_folder_clip_i3d(settings, folder, num_frames, rng):

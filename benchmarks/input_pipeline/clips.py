@@ -3,9 +3,9 @@ the single-core cost of each step of its training map function (`--breakdown`)."
 
 import json
 import statistics
-import time
 
 from benchmarks.input_pipeline import baselines, tf_module
+from training.doctor import rounds
 
 
 def clip_pipeline(data, settings, consumer=None):
@@ -131,16 +131,10 @@ def _breakdown_steps(tf, shard, serialized, length, size):
   return steps, same
 
 
-def _time_steps(sess, steps, feed, rounds):
-  """{step name: [ms per run, one per round]}: each step run 5 times per round, after one
-  untimed run of every step."""
-  times = {name: [] for name in steps}
-  for fetch in steps.values():
-    sess.run(fetch, feed)
-  for _ in range(rounds):
-    for name, fetch in steps.items():
-      start = time.perf_counter()
-      for _ in range(5):
-        sess.run(fetch, feed)
-      times[name].append((time.perf_counter() - start) / 5 * 1000)
-  return times
+def _time_steps(sess, steps, feed, timed_rounds):
+  """{step name: [ms per run, one per timed round]}: each step run 5 times per round, in
+  the harness's alternating rounds (the warm-up round's dropped)."""
+  def ms_per_run(fetch):
+    return lambda _: 1000 * rounds.seconds_per_call(lambda: sess.run(fetch, feed), 5)
+  return rounds.alternate({name: ms_per_run(fetch) for name, fetch in steps.items()},
+                          timed_rounds).samples

@@ -23,10 +23,10 @@ import bisect
 import json
 import os
 import statistics
-import time
 
 from benchmarks.input_pipeline import clips, converter, tf_module
-from benchmarks.input_pipeline.report import machine_line, ratios
+from benchmarks.input_pipeline.report import machine_line
+from training.doctor import rounds
 
 _TRAIN_TARGET = 0.9   # long / short clips/s
 _BYTES_TARGET = 1.5   # bytes read / chosen bytes
@@ -46,13 +46,11 @@ def run(settings, work_dir):
                                ('long', settings.long_frames))}
   measures = {'train_short': ('train', sets['short']), 'train_long': ('train', sets['long']),
               'eval_long': ('eval', sets['long']), 'eval_short': ('eval', sets['short'])}
-  samples = {name: [] for name in measures}
-  for round_index in range(settings.rounds + 1):
-    for name, (kind, data) in measures.items():
-      result = _measure(kind, data, settings)
-      if round_index:
-        samples[name].append(result)
-    print('# round %d of %d done' % (round_index, settings.rounds), flush=True)
+  samples = rounds.alternate(
+      {name: lambda _, kind=kind, data=data: _measure(kind, data, settings)
+       for name, (kind, data) in measures.items()}, settings.rounds,
+      after_round=lambda index, _: print('# round %d of %d done' % (index, settings.rounds),
+                                         flush=True)).samples
   _report(settings, measures, samples)
   print(machine_line())
 
@@ -119,12 +117,11 @@ def _measure(kind, data, settings):
   with tf.Session(graph=graph) as sess:
     for _ in range(settings.warmup_batches):
       sess.run(fetch)
-    before, start = read_bytes(), time.perf_counter()
-    for _ in range(settings.batches):
-      sess.run(fetch)
-    elapsed, read = time.perf_counter() - start, read_bytes() - before
+    before = read_bytes()
+    seconds = rounds.seconds_per_call(lambda: sess.run(fetch), settings.batches)
+    read = read_bytes() - before
   clips_drawn = settings.batches * per_batch
-  return {'rate': clips_drawn / elapsed, 'bytes': read, 'clips': clips_drawn}
+  return {'rate': per_batch / seconds, 'bytes': read, 'clips': clips_drawn}
 
 
 def _eval_graph(records_dir, settings):
@@ -161,7 +158,7 @@ def _report(settings, measures, samples):
         read_over_chosen=round(read / chosen, 3), index_bytes_per_clip=round(index),
         whole_video_bytes=round(whole), bytes_counted_by='/proc/self/io rchar')
     print(json.dumps(lines[name]))
-  median, per_round = ratios([r['rate'] for r in samples['train_long']],
+  median, per_round = rounds.median_ratio([r['rate'] for r in samples['train_long']],
                              [r['rate'] for r in samples['train_short']])
   print(json.dumps({'ratio': 'train_long / train_short (clips/s)', 'median': median,
                     'ratios': per_round, 'target': _TRAIN_TARGET,

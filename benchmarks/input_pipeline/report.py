@@ -9,6 +9,7 @@ import statistics
 import subprocess
 
 from benchmarks.input_pipeline import baselines, converter, tf_module
+from training.doctor.rounds import median_ratio
 
 # (measured, baseline, target or None); 'folder' is the faster frame-folder loader.
 # 0.9 of the decode bound: issue 23 (0.8 before it).
@@ -27,12 +28,6 @@ def print_report(data, settings, samples, conversions, small_call_speed):
     print_clips(settings, samples, small_call_speed)
   print_conversions(data, conversions)
   print(machine_line())
-
-
-def ratios(numerator, denominator):
-  """(median, [per-round ratios]) of numerator[i] / denominator[i], rounded."""
-  values = [n / d for n, d in zip(numerator, denominator)]
-  return round(statistics.median(values), 3), [round(r, 3) for r in values]
 
 
 def _clip_extras(settings, samples, small_call_speed):
@@ -76,7 +71,7 @@ def print_clips(settings, samples, small_call_speed):
                key=lambda name: statistics.median(samples[name]))
   for measured, baseline, target in _CLIP_RATIOS:
     baseline = folder if baseline == 'folder' else baseline
-    median, per_round = ratios(samples[measured], samples[baseline])
+    median, per_round = median_ratio(samples[measured], samples[baseline])
     line = {'ratio': '%s / %s' % (measured, baseline), 'median': median, 'ratios': per_round}
     if target:
       line.update(target=target, met=median >= target)
@@ -100,7 +95,7 @@ def print_conversions(data, conversions):
         'mean_jpeg_bytes': round(jpeg_bytes[name] or 0),
         'seconds': [round(r['seconds'], 2) for r in results]}))
   if conversions.get('converter') and conversions.get('ffmpeg'):
-    median, per_round = ratios([r['seconds'] for r in conversions['ffmpeg']],
+    median, per_round = median_ratio([r['seconds'] for r in conversions['ffmpeg']],
                                [r['seconds'] for r in conversions['converter']])
     print(json.dumps({'ratio': 'converter / ffmpeg (videos/s)', 'median': median,
                       'ratios': per_round}))

@@ -1,7 +1,9 @@
 """Every recipe in configs/: it parses into a TrainConfig whose rules hold, opens with the
 command that runs it and what to expect, and the fine-tuning recipes follow I3D_Finetune's
 schedule in epochs (boundaries and learning rates scaled with the batch); the 6 GB ones
-reach its batch of 6 by accumulating micro-batches, with batch norm frozen."""
+reach its batch of 6 by accumulating micro-batches, with batch norm frozen. Recipes compose:
+what two of them share is a base in configs/base/ they include (`--flagfile` nests), so no
+two files repeat more than a few flag lines."""
 
 import glob
 import os
@@ -17,6 +19,11 @@ from training import setup as train_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_RECIPES = sorted(path for path in glob.glob(os.path.join(ROOT, 'configs', '*.cfg')))
+# Every flagfile a recipe may include or be: the recipes, the cluster's and the bases.
+FLAGFILES = sorted(glob.glob(os.path.join(ROOT, 'configs', '*.cfg'))
+                   + glob.glob(os.path.join(ROOT, 'configs', '*', '*.cfg')))
+# Flag lines two files may both hold (a recipe overriding its base's value is no repeat).
+SHARED_LINES_AT_MOST = 4
 FINE_TUNING = [path for path in TRAIN_RECIPES if '_kinetics_' in path]
 # I3D_Finetune (UCF101, batch 6): piecewise learning rate at these global steps.
 PUBLISHED_BOUNDARIES = (10000, 20000, 30000, 40000, 50000)
@@ -90,3 +97,50 @@ def test_the_16gb_recipes_compute_in_float16_with_loss_scaling(path):
   config = parse(path)
   assert config.mixed_precision == 'float16'
   assert (config.loss_scale, config.loss_scale_growth_steps) == (2.0 ** 15, 2000)
+
+
+def _flag_lines(path):
+  with open(path) as handle:
+    return [line.strip() for line in handle if line.startswith('--')]
+
+
+@pytest.mark.parametrize('path', FLAGFILES, ids=os.path.basename)
+def test_an_included_flagfile_is_named_from_the_repository_root_and_exists(path):
+  # absl opens a nested --flagfile from the current directory: the recipes' commands run
+  # from the repository root, so a base is named as configs/base/NAME.cfg.
+  for line in _flag_lines(path):
+    if line.startswith('--flagfile='):
+      included = line.split('=', 1)[1]
+      assert included.startswith('configs/') and os.path.isfile(
+          os.path.join(ROOT, included)), (path, included)
+
+
+def test_no_two_flagfiles_repeat_more_than_a_few_flag_lines():
+  lines = {os.path.relpath(path, ROOT): set(_flag_lines(path)) - {''}
+           for path in FLAGFILES}
+  repeats = ['%s and %s share %d: %s' % (a, b, len(lines[a] & lines[b]),
+                                        sorted(lines[a] & lines[b]))
+             for a in lines for b in lines
+             if a < b and len(lines[a] & lines[b]) > SHARED_LINES_AT_MOST]
+  assert not repeats, '\n'.join(repeats)
+
+
+@pytest.mark.parametrize('path', [p for p in FINE_TUNING if '_rgb_' in p],
+                         ids=os.path.basename)
+def test_the_rgb_and_flow_recipes_of_a_dataset_and_size_resolve_alike(path):
+  # The modality is the data's (its records) and the checkpoint's (the command's
+  # --checkpoint_path): the training flags are the same, from one base.
+  flow = path.replace('_rgb_', '_flow_')
+  assert parse(path) == parse(flow)
+  assert _flag_lines(path) == _flag_lines(flow) and len(_flag_lines(path)) == 1
+
+
+@pytest.mark.parametrize('path', FINE_TUNING, ids=os.path.basename)
+def test_a_recipe_resolves_to_its_names_dataset_and_gpu_size(path):
+  config = parse(path)
+  name = os.path.basename(path)
+  assert config.dataset_name == name.split('_')[0]
+  per_step = {'1x3_64f_6gb.cfg': (3, 2, 'float32'), '1x8_64f_16gb.cfg': (8, 1, 'float16')}
+  size = next(key for key in per_step if name.endswith(key))
+  assert (config.batch_size, config.num_micro_batches,
+          config.mixed_precision) == per_step[size]

@@ -90,8 +90,9 @@ def diagnose(config, settings, setup=None, session_config=None):
     components.append(measure.step_component(
         *measure.with_clones(config, setup, count, synthetic=True), session_config))
   components.append(measure.step_component(config, setup, session_config))
-  measurements, run_metadata = measure.measure(components, settings,
-                                               trace=len(components) - 1)
+  full = len(components) - 1
+  measurements, traces = measure.measure(components, settings, trace=(full,))
+  run_metadata = traces.get(full)
   placements = (placement.clone_placement(run_metadata, setup.deploy_config)
                 if run_metadata is not None else [])
   devices = placement.visible_devices(

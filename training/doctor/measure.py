@@ -21,13 +21,13 @@ over the timed rounds, so all of them see the same machine (a shared machine's s
 moves by 15 % and more within a minute). Rates count every clone's examples:
 batch_size x clones / seconds per step. A component that runs out of memory
 (ResourceExhaustedError) is a measurement with an error, not a crash: it is what the
-memory verdict reads. Any other error raises.
+memory verdict reads (`measure`'s `tolerate` may add others); any other error raises. The
+rounds are `rounds.alternate`'s, the one harness the benchmarks time with too.
 """
 
 import contextlib
 import dataclasses
 import statistics
-import time
 from typing import Optional, Tuple
 
 from absl import logging
@@ -37,12 +37,13 @@ from deployment import model_deploy, xla
 from deployment.session.session_config import make_session_config
 from tf_compat import tf
 from training import optimization
+from training.doctor import rounds
 from training.train import build_training_graph
 
 __all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'SERVICE_REQUESTS',
            'Measurement', 'Component', 'session_config_for', 'with_clones',
            'buffered_batches', 'own_service_job', 'input_component', 'step_component',
-           'measure']
+           'error_text', 'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
@@ -73,6 +74,8 @@ class Measurement:
     input_wait_share: of a training step, the median over rounds of the seconds its
       draws waited for input (InputWait.total's growth) over the round's seconds: what
       the progress lines call input wait. None for the input alone.
+    first_step_secs: seconds of the first step, when the session was opened (graph
+      optimization and placement, XLA's compilation).
   """
   component: str
   num_clones: Optional[int]
@@ -81,6 +84,7 @@ class Measurement:
   round_rates: Tuple[float, ...] = ()
   error: Optional[str] = None
   input_wait_share: Optional[float] = None
+  first_step_secs: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -188,64 +192,61 @@ def _seconds_per_step(component, steps):
   """-> (seconds per step, share of them the draws waited for input, or None)."""
   waited = (component.session.run(component.input_wait)
             if component.input_wait is not None else None)
-  start = time.perf_counter()
-  for _ in range(steps):
-    component.session.run(component.fetch)
-  seconds = time.perf_counter() - start
+  seconds = rounds.seconds_per_call(lambda: component.session.run(component.fetch), steps)
   if waited is not None:
-    waited = (component.session.run(component.input_wait) - waited) / seconds
-  return seconds / steps, waited
+    waited = (component.session.run(component.input_wait) - waited) / (seconds * steps)
+  return seconds, waited
 
 
 def _open(component, stack):
   """Opens the component's session (closed by `stack`), initializes it and runs one step
-  (the first run optimizes and places the graph)."""
+  (the first run optimizes and places the graph; with XLA it compiles): -> its seconds."""
   component.session = stack.enter_context(
       tf.Session(graph=component.graph, config=component.session_config))
   if component.init is not None:
     component.session.run(component.init)
-  component.session.run(component.fetch)
+  return rounds.seconds_per_call(lambda: component.session.run(component.fetch), 1)
 
 
-def _result(component, rates, shares, error=None):
+def error_text(error):
+  """What a Measurement says of a tolerated error: 'out of memory (ResourceExhaustedError)'
+  (what the memory verdict reads), else 'failed: Type: its first useful line'."""
+  if isinstance(error, tf.errors.ResourceExhaustedError):
+    return 'out of memory (ResourceExhaustedError)'
+  lines = [line.strip() for line in error.message.splitlines() if line.strip()]
+  useful = [line for line in lines if 'Graph execution error' not in line]
+  return 'failed: %s: %s' % (type(error).__name__, (useful or lines or [''])[0][:300])
+
+
+def _result(component, rates, shares, error=None, first_step_secs=None):
   if error is not None:
-    logging.warning('%s, %s clone(s): out of memory: %s', component.name,
-                    component.num_clones, error.message.splitlines()[0])
+    logging.warning('%s, %s clone(s): %s', component.name, component.num_clones,
+                    error_text(error))
     return Measurement(component.name, component.num_clones, None, None, tuple(rates),
-                       'out of memory (ResourceExhaustedError)')
+                       error_text(error))
   rate = statistics.median(rates)
   logging.info('%s, %s clone(s): %.1f examples/sec (rounds: %s)', component.name,
                '-' if component.num_clones is None else component.num_clones, rate,
                ', '.join('%.1f' % r for r in rates))
   return Measurement(component.name, component.num_clones, rate,
                      component.examples_per_step / rate, tuple(rates),
-                     input_wait_share=statistics.median(shares) if shares else None)
+                     input_wait_share=statistics.median(shares) if shares else None,
+                     first_step_secs=first_step_secs)
 
 
-def _rounds(components, settings, errors):
-  """([examples/sec per timed round], [input-wait share per timed round]) per component:
-  one untimed round of warm-up steps, then the timed rounds, every component in turn
-  (each after its untimed lead-in). A
-  component that runs out of memory is recorded in `errors` (by index) and left out of
-  the next rounds."""
-  rates, shares = [[] for _ in components], [[] for _ in components]
-  rounds = [settings.doctor_warmup_steps] + [settings.doctor_steps] * settings.doctor_rounds
-  for round_index, steps in enumerate(rounds):
-    for index, component in enumerate(components):
-      if index in errors or not steps:
-        continue
-      try:
-        for _ in range(component.lead_in if round_index else 0):
-          component.session.run(component.fetch)
-        seconds, share = _seconds_per_step(component, steps)
-      except tf.errors.ResourceExhaustedError as error:
-        errors[index] = error
-        continue
-      if round_index:
-        rates[index].append(component.examples_per_step / seconds)
-        if share is not None:
-          shares[index].append(share)
-  return rates, shares
+def _timer(component, settings):
+  """fn(round_index) -> (examples/sec, input-wait share) of one round of `component`:
+  the warm-up round's doctor_warmup_steps (None when 0), or its untimed lead-in and
+  doctor_steps timed steps."""
+  def one_round(round_index):
+    steps = settings.doctor_steps if round_index else settings.doctor_warmup_steps
+    if not steps:
+      return None
+    for _ in range(component.lead_in if round_index else 0):
+      component.session.run(component.fetch)
+    seconds, share = _seconds_per_step(component, steps)
+    return component.examples_per_step / seconds, share
+  return one_round
 
 
 def _traced_step(component):
@@ -255,27 +256,38 @@ def _traced_step(component):
   return run_metadata
 
 
-def measure(components, settings, trace=None):
-  """Opens every component, times them in alternating rounds, and closes them.
+def measure(components, settings, trace=(), tolerate=(tf.errors.ResourceExhaustedError,)):
+  """Opens every component, times them in alternating rounds (`rounds.alternate`), and
+  closes them.
 
   Args:
     components: `Component`s from input_component and step_component.
     settings: DoctorSettings (rounds, steps per round, warm-up steps).
-    trace: the index of a component to run once more with FULL_TRACE, or None.
+    trace: indices of components to run once more with FULL_TRACE after the rounds.
+    tolerate: the TensorFlow errors that make a measurement with an error instead of a
+      crash (the doctor: out of memory; a benchmark may add XLA refusing a graph).
 
   Returns:
-    ([Measurement per component, in order], tf.RunMetadata of the traced step, or None
-    when there was none to trace or it ran out of memory).
+    ([Measurement per component, in order], {index in `trace`: tf.RunMetadata of its
+    traced step}, without a component that failed).
   """
-  errors, run_metadata = {}, None
+  errors, first = {}, {}
   with contextlib.ExitStack() as stack:
     for index, component in enumerate(components):
       try:
-        _open(component, stack)
-      except tf.errors.ResourceExhaustedError as error:
+        first[index] = _open(component, stack)
+      except tolerate as error:
         errors[index] = error
-    rates, shares = _rounds(components, settings, errors)
-    if trace is not None and trace not in errors:
-      run_metadata = _traced_step(components[trace])
-  return ([_result(component, rates[index], shares[index], errors.get(index))
-           for index, component in enumerate(components)], run_metadata)
+    found = rounds.alternate(
+        {index: _timer(component, settings) for index, component in enumerate(components)
+         if index not in errors}, settings.doctor_rounds, tolerate=tolerate)
+    errors.update(found.failed)
+    traces = {index: _traced_step(components[index]) for index in trace
+              if index not in errors}
+  measurements = []
+  for index, component in enumerate(components):
+    timed = found.samples.get(index, [])
+    measurements.append(_result(component, [rate for rate, _ in timed],
+                                [share for _, share in timed if share is not None],
+                                errors.get(index), first.get(index)))
+  return measurements, traces

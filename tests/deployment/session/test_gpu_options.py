@@ -11,10 +11,10 @@ from deployment.session import gpu_options, session_config
 from evaluation.config import EvalConfig
 from serving.export_model import ExportConfig
 from serving.predict_video import PredictConfig
-from nets.inflation import InflateConfig
 from training.config import TrainConfig
 
-ENTRY_CONFIGS = [TrainConfig, EvalConfig, ExportConfig, PredictConfig, InflateConfig]
+# nets.inflate is not among them: its session makes no GPU device (nets/inflation.py).
+ENTRY_CONFIGS = [TrainConfig, EvalConfig, ExportConfig, PredictConfig]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Runs the cluster tests again and again on a deliberately loaded CPU; counts failures.
 
-    python -m benchmarks.stress                       # every group, 30 runs each
-    python -m benchmarks.stress --runs=10 --groups=sync_equivalence --load=2
+    python -m tests.stress                       # every group, 30 runs each
+    python -m tests.stress --runs=10 --groups=sync_equivalence --load=2
     make stress
 
 A real cluster never gives friendly timings; a 2-core machine with nothing else running
