@@ -31,7 +31,7 @@ def _records(images, labels, indices):
     example = image_records.image_to_example(
         _encode_png(images[index]), b'png', int(labels[index]), height, width,
         digits.NUM_CHANNELS)
-    yield example.SerializeToString()
+    yield example.SerializeToString(deterministic=True)
 
 
 def _load_digits():

@@ -107,7 +107,7 @@ def _records(images, indices):
     example = image_records.image_to_example(
         _encoded(image_file), image_file.image_format, image_file.label, image_file.height,
         image_file.width, image_folder.NUM_CHANNELS)
-    yield example.SerializeToString()
+    yield example.SerializeToString(deterministic=True)
 
 
 def convert_image_folder(image_dir, output_dir, num_shards, test_fraction, seed):

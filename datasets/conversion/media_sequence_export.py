@@ -127,7 +127,8 @@ def media_sequence_example(chunks, modality, flow_jpeg_quality):
         feature=[_feature([round(i * 1e6 / rate)], 'int64') for i in range(len(frames))])
   return tf.train.SequenceExample(
       context=tf.train.Features(feature=features),
-      feature_lists=tf.train.FeatureLists(feature_list=lists)).SerializeToString()
+      feature_lists=tf.train.FeatureLists(feature_list=lists)).SerializeToString(
+          deterministic=True)
 
 
 def _check(export):
