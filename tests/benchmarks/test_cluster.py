@@ -43,7 +43,7 @@ def test_the_rounds_flip_the_order_and_the_summary_is_the_median_of_round_ratios
 @pytest.mark.cluster
 def test_the_benchmark_runs_one_round_of_real_clusters(digits_dir, tmp_path, capsys):
   settings = cluster.check_settings(cluster.ClusterSettings(
-      model_name='lenet', batch_size=8, steps_per_worker=12, warmup_steps=2, rounds=1,
+      model_name='lenet', batch_size=8, steps_per_worker=21, warmup_steps=2, rounds=1,
       dataset_dir=digits_dir, work_dir=str(tmp_path)))
   cluster.compare(settings)
   lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
