@@ -1,7 +1,7 @@
-"""benchmarks.chaos in its reduced form: a real synchronous cluster (2 ps, 4 workers, one
+"""benchmarks.chaos in its reduced form: a real synchronous cluster (1 ps, 3 workers, one
 of them a backup) on 127.0.0.1 whose chief and one other worker are killed (SIGKILL)
 and restarted during the run. The full form (2 ps, 10 workers, 2 backups, 8 kills) is
-`make stress`. The checks are the driver's own (the job's files: end marker, checkpoints,
+`make chaos` (and the start of `make stress`). The checks are the driver's own (the job's files: end marker, checkpoints,
 the chief's record of updates, each task's log and exit status), and the test also reads
 those files itself for what it asserts by name."""
 
@@ -14,10 +14,11 @@ from benchmarks import chaos
 from core.errors import ConfigError
 from deployment import sync_replicas
 
-REDUCED = chaos.ChaosSettings(num_ps=2, num_workers=4, backup_workers=1, kills=2,
-                              chief_kills=1, first_kill_step=8, kill_every_secs=3.0,
-                              down_secs=1.0, max_number_of_steps=40, seed=3,
+REDUCED = chaos.ChaosSettings(num_ps=1, num_workers=3, backup_workers=1, kills=2,
+                              chief_kills=1, first_kill_step=6, kill_every_secs=2.0,
+                              down_secs=1.0, max_number_of_steps=24, seed=3,
                               time_limit_secs=300.0)
+AGGREGATE = REDUCED.num_workers - REDUCED.backup_workers
 
 
 @pytest.mark.slow
@@ -30,14 +31,15 @@ def test_killing_and_restarting_workers_and_the_chief_keeps_every_promise(digits
   assert report.ok, (report, lines)
   killed = [name for _, name, _ in report.kills]
   assert len(killed) == 2 and 'worker-0' in killed, report.kills
-  assert set(report.statuses.values()) == {0} and len(report.statuses) == 6
+  assert set(report.statuses.values()) == {0}
+  assert len(report.statuses) == REDUCED.num_ps + REDUCED.num_workers
   assert report.final_step == REDUCED.max_number_of_steps
   # The record: strictly increasing steps, one gradient per worker at most, all current.
   trace = sync_replicas.read_trace(os.path.join(str(tmp_path), 'train', chaos.TRACE_FILE))
   assert [l.step for l in trace] == sorted({l.step for l in trace})
   assert trace[-1].step == REDUCED.max_number_of_steps - 1
   for line in trace:
-    assert max(line.counts) == 1 and sum(line.counts) >= 3, line
+    assert max(line.counts) == 1 and sum(line.counts) >= AGGREGATE, line
   # The restarted chief continued from the parameter servers (skipping the step in flight).
   with open(os.path.join(str(tmp_path), 'logs', 'worker-0.log')) as log:
     chief = log.read()

@@ -12,6 +12,7 @@ TINY = clones.ClonesSettings(model_name='lenet', global_batch=4, num_clones=(1, 
                              channels=1, num_classes=2, warmup_steps=0, steps=1, rounds=1)
 
 
+@pytest.mark.slow
 def test_the_benchmark_prints_a_line_per_clone_count_against_the_first(capsys):
   lines = clones.compare(clones.check_settings(TINY))
   assert [line['num_clones'] for line in lines] == [1, 2]

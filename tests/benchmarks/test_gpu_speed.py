@@ -4,6 +4,8 @@ doctor's rounds, with what ran read from its traced step."""
 
 import math
 
+import pytest
+
 from benchmarks import gpu_speed
 
 TINY = gpu_speed.GpuSpeedSettings(models=('cifarnet',), precisions=('float32',),
@@ -11,6 +13,7 @@ TINY = gpu_speed.GpuSpeedSettings(models=('cifarnet',), precisions=('float32',),
                                   cpu_steps=1, cpu_rounds=1, warmup_steps=0)
 
 
+@pytest.mark.slow
 def test_every_variant_is_timed_and_says_what_ran(tmp_path, capsys):
   rows = gpu_speed.run(gpu_speed.check_settings(TINY), str(tmp_path))
   assert [(row.model, row.variant) for row in rows] == [
