@@ -29,11 +29,11 @@ from datasets.inputs import image_input
 from evaluation.config import EvalConfig
 from evaluation.metrics import accuracy_text, classification_metrics
 from evaluation.progress import SplitProgress, expected_examples
-from evaluation.setup import check_eval_config
+from evaluation.setup import network_kwargs
 from nets import nets_factory
 from tf_compat import tf
 
-__all__ = ['EvalConfig', 'EvalResult', 'evaluate', 'input_settings']
+__all__ = ['EvalConfig', 'EvalResult', 'evaluate']
 
 EvalResult = collections.namedtuple(
     'EvalResult', ['accuracy', 'recall_at_5', 'num_examples', 'global_step', 'checkpoint',
@@ -46,29 +46,16 @@ decode); not_read: images dataset_info.json lists that the records lack. The fig
 over the scored images only."""
 
 
-def input_settings(config):
-  """(preprocessing name, image size) the images are evaluated with."""
-  spec = nets_factory.get_network_spec(config.model_name)
-  return (config.preprocessing_name or spec.preprocessing_name,
-          config.eval_image_size or spec.default_image_size)
-
-
-def _build_graph(config, setup, split):
+def _build_graph(setup, split):
   """Returns (logits [b, C], labels [b], where [b], damage [b]); the metrics count only
   the images that decoded (damage '')."""
-  preprocessing_name, image_size = input_settings(config)
-  kwargs = {}
-  if config.use_batch_norm is not None:
-    kwargs['use_batch_norm'] = config.use_batch_norm
+  config = setup.config
   network_fn = network_in_precision(nets_factory.get_network_fn(
-      config.model_name, num_classes=split.num_classes - config.labels_offset,
-      is_training=False, **kwargs), config.mixed_precision)
+      config.model_name, num_classes=setup.num_classes, is_training=False,
+      **network_kwargs(config)), config.mixed_precision)
   with tf.device('/device:CPU:0'):
-    dataset = image_input.build_image_dataset(
-        split, batch_size=setup.batch_size, image_size=image_size,
-        preprocessing_name=preprocessing_name, is_training=False, num_readers=1,
-        num_preprocessing_threads=config.num_preprocessing_threads, num_epochs=1,
-        drop_remainder=False, labels_offset=config.labels_offset, report_damaged=True)
+    dataset = image_input.build_image_dataset(split, setup.input_settings,
+                                              is_training=False)
     images, labels, where, damage = tf.data.make_one_shot_iterator(dataset).get_next()
   logits, _ = network_fn(images)
   return logits, labels, where, damage
@@ -86,11 +73,11 @@ def _restore_plan(config, split, checkpoint):
                                 'true' if config.moving_average_decay else 'false')
 
 
-def _progress(config, setup):
+def _progress(setup):
   total = expected_examples(setup.streams[0].split.num_samples, setup.batch_size,
-                            config.max_num_batches)
+                            setup.config.max_num_batches)
   return SplitProgress('image', total, 'images', setup.batch_size,
-                       config.log_every_n_batches)
+                       setup.config.log_every_n_batches)
 
 
 def _restore(sess, saver, checkpoint):
@@ -102,23 +89,22 @@ def _restore(sess, saver, checkpoint):
                       % (checkpoint, str(error).split('\n')[0])) from None
 
 
-def evaluate(config, setup=None, checkpoint=None):
-  """Evaluates `checkpoint` (default: config.checkpoint_path's) on the split; returns an
-  EvalResult. `setup` is check_eval_config's (made here when not given).
+def evaluate(setup, checkpoint=None):
+  """Evaluates `checkpoint` (default: --checkpoint_path's) on the split; returns an
+  EvalResult. `setup` is check_eval_config's.
 
   Raises:
     ConfigError: the checkpoint does not fit the model or cannot be read.
   """
-  setup = setup or check_eval_config(config)
-  split = setup.streams[0].split
+  config, split = setup.config, setup.streams[0].split
   checkpoint = checkpoint or setup.streams[0].checkpoint
   with tf.Graph().as_default():
-    outputs = _build_graph(config, setup, split)
+    outputs = _build_graph(setup, split)
     plan = _restore_plan(config, split, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, checkpoint)
-      arrays = _run_batches(sess, list(outputs), _progress(config, setup),
+      arrays = _run_batches(sess, list(outputs), _progress(setup),
                             config.max_num_batches, split)
   if arrays is None:
     raise ConfigError('--dataset_dir=%s: the %s split yielded no example'

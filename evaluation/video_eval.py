@@ -8,7 +8,7 @@ Moving-average weights are restored when the checkpoint holds them (see
 joined by video id.
 
     setup = check_eval_config(config)
-    result = evaluate_videos(config, setup, checkpoints)   # one checkpoint per stream
+    result = evaluate_videos(setup, checkpoints)   # one checkpoint per stream
     result.metrics['rgb'].top1
 """
 
@@ -112,21 +112,15 @@ def clip_logits(network_fn, clips):
   return tf.reduce_mean(per_clip, axis=1)
 
 
-def _inputs(config, setup, stream):
+def _inputs(setup, stream):
   with tf.device('/device:CPU:0'):
-    sampling = setup.sampling
-    dataset = clip_input.build_clip_dataset(
-        stream.split, batch_size=setup.batch_size, clip_frames=sampling.clip_frames,
-        crop_size=sampling.crop_size, is_training=False, modality=stream.split.modality,
-        num_readers=1, num_parallel_calls=config.num_preprocessing_threads, num_epochs=1,
-        drop_remainder=False, labels_offset=config.labels_offset,
-        eval_frames=sampling.eval_frames, eval_clips=sampling.eval_clips,
-        repeat_first_frame=config.repeat_first_frame, report_damaged=True)
+    dataset = clip_input.build_clip_dataset(stream.split, setup.input_settings,
+                                            is_training=False)
     return tf.data.make_one_shot_iterator(dataset).get_next()
 
 
-def _restore_plan(config, setup, stream, checkpoint):
-  fit = restore.ModelFit(model_name=config.model_name, num_classes=setup.num_classes,
+def _restore_plan(setup, stream, checkpoint):
+  fit = restore.ModelFit(model_name=setup.config.model_name, num_classes=setup.num_classes,
                          channels=stream.split.num_channels, data_flag=stream.data_flag)
   # The inference graph has no global step: every variable is the model's.
   return restore.plan_inference(checkpoint, tf.global_variables(), fit,
@@ -182,14 +176,14 @@ def _scored(config, stream, arrays):
   return logits[~bad], labels[~bad], ids[~bad], unscored, not_read
 
 
-def _progress(config, setup, stream):
+def _progress(setup, stream):
   total = expected_examples(stream.split.num_samples, setup.batch_size,
-                            config.max_num_batches)
+                            setup.config.max_num_batches)
   return SplitProgress(stream.name, total, 'videos', setup.batch_size,
-                       config.log_every_n_batches)
+                       setup.config.log_every_n_batches)
 
 
-def score_videos(config, setup, stream, checkpoint):
+def score_videos(setup, stream, checkpoint):
   """Runs the model of one stream over its split; returns StreamScores.
 
   Videos whose clips need a frame that does not decode are left out and listed in
@@ -201,18 +195,19 @@ def score_videos(config, setup, stream, checkpoint):
       yields no video.
     DataError: a damaged record shard (DamagedShards), or no video could be scored.
   """
+  config = setup.config
   network_fn = network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=setup.num_classes, is_training=False,
       **network_kwargs(config)), config.mixed_precision)
   with tf.Graph().as_default():
-    clips, labels, video_ids, damage = _inputs(config, setup, stream)
+    clips, labels, video_ids, damage = _inputs(setup, stream)
     logits = clip_logits(network_fn, clips)
-    plan = _restore_plan(config, setup, stream, checkpoint)
+    plan = _restore_plan(setup, stream, checkpoint)
     saver = restore.make_saver(plan)
     with tf.Session(config.master, config=session_config_for(config)) as sess:
       _restore(sess, saver, stream, checkpoint)
       arrays = _run(sess, [logits, labels, video_ids, damage],
-                    _progress(config, setup, stream), config.max_num_batches, stream.split)
+                    _progress(setup, stream), config.max_num_batches, stream.split)
   if arrays is None:
     raise ConfigError('--%s: the %s split yielded no video' % (
         stream.data_flag, stream.split.split_name))
@@ -268,15 +263,14 @@ def fuse(rgb, flow, flow_flag='flow_dataset_dir'):
                       max(rgb.not_read, flow.not_read))
 
 
-def evaluate_videos(config, setup, checkpoints):
+def evaluate_videos(setup, checkpoints):
   """Scores every stream of `setup` with its checkpoint; returns a VideoEvalResult.
 
   Args:
-    config: the EvalConfig.
-    setup: its checked EvalSetup (kind VIDEO).
+    setup: a checked EvalSetup (kind VIDEO), its config in setup.config.
     checkpoints: one checkpoint prefix per stream of setup.streams.
   """
-  streams = [score_videos(config, setup, stream, checkpoint)
+  streams = [score_videos(setup, stream, checkpoint)
              for stream, checkpoint in zip(setup.streams, checkpoints)]
   if len(streams) == 2:
     streams.append(fuse(*streams))

@@ -42,7 +42,7 @@ from datasets import converted_data
 from resolve import names
 from resolve.run_record import (Link, changed_fields, fill_from_record, find_record,
                                 no_record)
-from resolve.sampling import resolve_sampling
+from resolve.sampling import SamplingFlags, resolve_sampling
 from nets import nets_factory
 from serving import export_layout
 from serving.model_info import LABELS_FILENAME, write_model_info
@@ -65,8 +65,9 @@ _SAME_OUTPUT_TOLERANCE = 1e-5
 
 
 @dataclasses.dataclass(frozen=True)
-class ExportConfig:
-  """export.py's parameters; sampling fields have eval.py's names and meaning."""
+class ExportConfig(SamplingFlags):
+  """export.py's parameters; the clip sampling flags are eval.py's
+  (resolve.sampling.SamplingFlags)."""
   checkpoint_path: Optional[str] = param(
       None, 'Checkpoint prefix, or a directory (latest). A training run\'s flags.cfg beside '
       'it gives the flags not given here (model, width, records, clip frames, crop).')
@@ -81,10 +82,6 @@ class ExportConfig:
       None, 'Version to write, a positive integer not yet in --export_dir (default: one '
       'more than the highest there, 1 for a new directory).')
   depth_multiplier: Optional[float] = param(None, 'Width multiplier used in training.')
-  eval_frames: Optional[int] = param(None, 'As eval.py: the first N frames of a video.')
-  eval_clips: Optional[int] = param(None, 'As eval.py: K clips per video (default 1).')
-  clip_frames: Optional[int] = param(None, 'As eval.py: frames per clip.')
-  eval_image_size: Optional[int] = param(None, 'As eval.py: the centre crop\'s side.')
   use_moving_averages: str = param('auto', 'auto, true or false, as in eval.py.')
   top_k: int = param(5, 'Classes in the top_k outputs.')
   # Precision.
@@ -283,7 +280,7 @@ def export_saved_model(config, settings=None):
         'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
         'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
         'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
-        'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': decoding,
+        'input_shape': input_shape, 'sampling': sampling.to_json(), 'decoding': decoding,
         'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes),
         'mixed_precision': config.mixed_precision, 'settings': settings.as_dict()}
     write_model_info(directory, info)   # creates assets.extra/

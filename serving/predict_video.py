@@ -27,6 +27,7 @@ import numpy as np
 from datasets import converted_data, video_records
 from datasets.conversion import shard_writer, video_shards
 from datasets.inputs import clip_input
+from datasets.inputs.input_settings import InputSettings
 from datasets.dataset_split import DatasetSplit
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
 from serving import export_layout
@@ -98,6 +99,8 @@ def _record_file(directory, video, info):
 def prepare_clips(video, info, session_config=None):
   """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
 
+  `info` is read_model_info's (its "sampling" a Sampling).
+
   `session_config` (a tf.ConfigProto, e.g. deployment.session_config.session_config_for)
   is the input pipeline session's.
 
@@ -113,15 +116,14 @@ def prepare_clips(video, info, session_config=None):
         num_classes=info['num_classes'], labels_to_names={}, num_channels=info['channels'],
         modality=info['modality'])
     with tf.Graph().as_default():
-      dataset = clip_input.build_clip_dataset(
-          split, batch_size=1, clip_frames=sampling.get('clip_frames', 1),
-          crop_size=sampling['crop_size'], is_training=False, modality=info['modality'],
-          num_readers=1, num_parallel_calls=1, num_epochs=1, drop_remainder=False,
-          eval_frames=sampling.get('frames'), eval_clips=sampling.get('clips'))
+      settings = InputSettings.for_sampling(
+          sampling, batch_size=1, modality=info['modality'], num_readers=1,
+          num_parallel_calls=1, num_epochs=1, drop_remainder=False)
+      dataset = clip_input.build_clip_dataset(split, settings, is_training=False)
       clips = tf.data.make_one_shot_iterator(dataset).get_next()[0]
       with tf.Session(config=session_config) as sess:
         clips = sess.run(clips)[0]
-  return (clips[None] if sampling['mode'] == 'eval_frames' else clips), num_frames
+  return (clips[None] if sampling.eval_frames else clips), num_frames
 
 
 def _logits(model_dir, info, clips, session_config):

@@ -29,11 +29,11 @@ both modalities.
 """
 
 import dataclasses
-from typing import Optional
 
 from datasets import dataset_split
 from datasets.inputs import (clip_input, damaged_frames, image_input, label_strip,
                              service_client)
+from datasets.inputs.input_settings import InputSettings
 from tf_compat import tf
 
 __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
@@ -42,40 +42,6 @@ __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'li
 IMAGE, VIDEO = dataset_split.IMAGE, dataset_split.VIDEO
 MAX_SUMMARY_EXAMPLES = 2   # images or clips shown per summary
 MONTAGE_FRAMES = 8         # frames of a clip shown side by side
-
-
-@dataclasses.dataclass(frozen=True)
-class InputSettings:
-  """How one clone's training batches are made (checked before, by the entry's setup).
-
-  Attributes:
-    batch_size: examples per clone batch.
-    image_size: image side, or a clip's crop side.
-    num_readers: shard files read at once.
-    num_parallel_calls: examples decoded and preprocessed in parallel.
-    num_shards, shard_index: this worker reads every num_shards-th shard file from
-      shard_index (cluster workers read disjoint files).
-    labels_offset: subtracted from every label.
-    preprocessing_name: images: the registered preprocessing (`image_preprocessing`).
-    clip_frames: clips: frames per training clip.
-    random_flip: clips: mirror half of the clips (and negate flow's u).
-    repeat_first_frame: clips: every frame replaced by the clip's first (no motion).
-    service: a service_client.ServiceSettings: the tf.data service's data workers run
-      the pipeline and the clone reads their batches (num_shards 1: the service shards);
-      None: the pipeline runs here.
-  """
-  batch_size: int
-  image_size: int
-  num_readers: int = 4
-  num_parallel_calls: int = 4
-  num_shards: int = 1
-  shard_index: int = 0
-  labels_offset: int = 0
-  preprocessing_name: Optional[str] = None
-  clip_frames: Optional[int] = None
-  random_flip: bool = True
-  repeat_first_frame: bool = False
-  service: Optional[service_client.ServiceSettings] = None
 
 
 class ImageInput:
@@ -88,13 +54,7 @@ class ImageInput:
     return None
 
   def dataset(self, split, settings, skips=None):  # pylint: disable=unused-argument
-    dataset = image_input.build_image_dataset(
-        split, batch_size=settings.batch_size, image_size=settings.image_size,
-        preprocessing_name=settings.preprocessing_name, is_training=True,
-        num_readers=settings.num_readers,
-        num_preprocessing_threads=settings.num_parallel_calls,
-        num_shards=settings.num_shards, shard_index=settings.shard_index,
-        labels_offset=settings.labels_offset, service=settings.service)
+    dataset = image_input.build_image_dataset(split, settings, is_training=True)
     if settings.service is None:
       return dataset
     return service_client.distribute(dataset, settings.service)
@@ -123,13 +83,9 @@ class ClipInput:
     return damaged_frames.SkipCounter(limit)
 
   def dataset(self, split, settings, skips=None):
+    # The clone finishes the clips (`finish`): the input CPU only decodes.
     dataset = clip_input.build_clip_dataset(
-        split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
-        crop_size=settings.image_size, is_training=True, num_readers=settings.num_readers,
-        num_parallel_calls=settings.num_parallel_calls, num_shards=settings.num_shards,
-        shard_index=settings.shard_index, labels_offset=settings.labels_offset,
-        deferred=True, repeat_first_frame=settings.repeat_first_frame,
-        random_flip=settings.random_flip, skips=skips, service=settings.service)
+        split, dataclasses.replace(settings, deferred=True), is_training=True, skips=skips)
     if settings.service is None:
       return dataset
     # The data workers carry the damaged clips' reports; the trainer's counter hears them.
