@@ -74,7 +74,8 @@ class EvalSetup:
     num_classes: classes of the model (dataset classes - labels_offset).
     input_settings: the InputSettings of every stream's batches (its batch_size: images
       or videos per batch; videos: its sampling).
-    use_moving_averages: 'auto', 'true' or 'false' (videos).
+    use_moving_averages: 'auto', 'true' or 'false' (images: 'true' with
+      --moving_average_decay, else 'false').
   """
   config: EvalConfig
   kind: str
@@ -259,6 +260,8 @@ def check_eval_config(config, settings=None):
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
+  elif not is_video:   # images follow --moving_average_decay alone
+    averages = 'false'
   streams = _streams(config, split, settings)
   for stream in streams:
     index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
@@ -273,11 +276,10 @@ def _image_size(config):
 
 
 def _input_settings(config, is_video):
-  """How evaluation reads a split: every example once, in order, none dropped; what does
-  not decode is reported in the batches, not raised."""
+  """How evaluation reads a split (the input's `eval_dataset`): every example once, in
+  order, none dropped."""
   common = dict(num_readers=1, num_parallel_calls=config.num_preprocessing_threads,
-                num_epochs=1, drop_remainder=False, labels_offset=config.labels_offset,
-                report_damaged=True)
+                num_epochs=1, drop_remainder=False, labels_offset=config.labels_offset)
   if is_video:
     return InputSettings.for_sampling(
         resolve_sampling(config), batch_size=config.batch_size or DEFAULT_VIDEO_BATCH,

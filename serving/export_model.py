@@ -224,15 +224,6 @@ def _signature(clips, logits, labels, top_k):
       inputs={'clips': clips}, outputs=outputs)
 
 
-def _restore(config, sess, checkpoint, num_classes, channels):
-  fit = restore.ModelFit(model_name=config.model_name, num_classes=num_classes,
-                         channels=channels, data_flag='dataset_dir=%s' % config.dataset_dir)
-  plan = restore.plan_inference(checkpoint, tf.global_variables(), fit,
-                                config.use_moving_averages)
-  restore.make_saver(plan).restore(sess, checkpoint)
-  return plan
-
-
 def _save(config, directory, checkpoint, labels, static_shape):
   """Restores the checkpoint into the network and saves it to directory (empty).
 
@@ -242,7 +233,11 @@ def _save(config, directory, checkpoint, labels, static_shape):
   network_fn, net_kwargs = _network_fn(config, len(labels))
   with tf.Graph().as_default(), tf.Session(config=session_config_for(config)) as sess:
     built = _build(network_in_precision(network_fn, config.mixed_precision), static_shape)
-    plan = _restore(config, sess, checkpoint, len(labels), static_shape[-1])
+    plan = restore.restore_inference(
+        sess, checkpoint, restore.ModelFit(
+            model_name=config.model_name, num_classes=len(labels),
+            channels=static_shape[-1], data_flag='dataset_dir=%s' % config.dataset_dir),
+        config.use_moving_averages)
     kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'
     if kind == 'static':
       logging.info('%s shapes a layer from the input size at %s: exporting that size',

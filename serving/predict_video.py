@@ -12,8 +12,9 @@ what eval.py would show it for that video: the converter's per-video work
 (`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized,
 optional frame rate, TV-L1 flow for flow models, JPEG at the converter's quality), one
 shard of chunked clip records with its index (`datasets.video_records`), then
-evaluation's clip sampling and centre crop (`datasets.inputs.clip_input`, values in
-[-1, 1]). The model's logits are averaged over the video's clips (as evaluation does) and
+evaluation's clip sampling and centre crop (the video input's evaluation mode,
+`datasets.inputs.input_factory`, values in [-1, 1]; a frame that does not decode is a
+DataError naming it). The model's logits are averaged over the video's clips (as evaluation does) and
 turned into probabilities.
 """
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from datasets import converted_data, video_records
 from datasets.conversion import shard_writer, video_shards
-from datasets.inputs import clip_input
+from datasets.inputs import input_factory
+from datasets.inputs.input_factory import VIDEO
 from datasets.inputs.input_settings import InputSettings
 from datasets.dataset_split import DatasetSplit
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
@@ -105,7 +107,8 @@ def prepare_clips(video, info, session_config=None):
   is the input pipeline session's.
 
   Raises:
-    DataError: the file is not a readable video.
+    DataError: the file is not a readable video, or a frame the clips need does not
+      decode.
   """
   sampling = info['sampling']
   with tempfile.TemporaryDirectory() as directory:
@@ -119,10 +122,13 @@ def prepare_clips(video, info, session_config=None):
       settings = InputSettings.for_sampling(
           sampling, batch_size=1, modality=info['modality'], num_readers=1,
           num_parallel_calls=1, num_epochs=1, drop_remainder=False)
-      dataset = clip_input.build_clip_dataset(split, settings, is_training=False)
-      clips = tf.data.make_one_shot_iterator(dataset).get_next()[0]
+      dataset = input_factory.get_input(VIDEO).eval_dataset(split, settings)
+      clips, _, _, damage = tf.data.make_one_shot_iterator(dataset).get_next()
       with tf.Session(config=session_config) as sess:
-        clips = sess.run(clips)[0]
+        clips, damage = sess.run([clips, damage])
+  if damage[0]:
+    raise DataError('--video=%s: %s' % (video, damage[0].decode('utf-8')))
+  clips = clips[0]
   return (clips[None] if sampling.eval_frames else clips), num_frames
 
 

@@ -1,11 +1,13 @@
-"""The input registry: one training input per kind of data (image or video), never a branch.
+"""The input registry: one input per kind of data (image or video), for training,
+evaluation and serving alike, never a branch.
 
     pipeline = input_factory.get_input(split.kind)        # 'image' or 'video'
     dataset = pipeline.dataset(split, settings)           # on the inputs device
     inputs, labels = pipeline.finish(iterator.get_next(), split)   # on the clone's device
+    dataset = pipeline.eval_dataset(split, settings)      # evaluation, serving
 
-An input has four steps, and a counter of what it skips, so the trainer needs no
-`if video` anywhere:
+An input has four training steps, an evaluation mode and a counter of what it skips, so
+neither the trainer nor evaluation needs an `if video` anywhere:
   dataset   the tf.data pipeline of one clone's batches, built on the worker's input device
             (CPU): what it yields is the input's own business (images and labels; or uint8
             clips, labels and a flip bit per clip); `skips`, a damaged_frames.SkipCounter,
@@ -20,6 +22,12 @@ An input has four steps, and a counter of what it skips, so the trainer needs no
             clips side by side, flow shown as u, v and a grey third channel) under the
             clip's class (`label_strip`);
   describe  one line for the start-up log;
+  eval_dataset  evaluation's and serving's pipeline (`evaluation.loop`, `serving`): every
+            example once, in order, centre-cropped (clips: as settings.sampling cuts each
+            video), float32 in [-1, 1]; elements (inputs, labels, ids, damage): ids name
+            each example ('record N of <shard>', a video id), damage is '' or why it could
+            not be used (it does not decode: it is then zeros, and left out of the scores);
+  unit      what one example is called in progress lines and messages: 'images', 'videos';
   skip_counter(limit)  the damaged_frames.SkipCounter `dataset` reports skipped examples
             to (clips with a frame that does not decode), or None when the input skips
             nothing (images).
@@ -48,6 +56,7 @@ class ImageInput:
   """Images: records -> registered preprocessing -> batches; nothing left for the clone."""
 
   kind = IMAGE
+  unit = 'images'
 
   def skip_counter(self, limit):  # pylint: disable=unused-argument
     """None: images are not skipped (an image that does not decode ends training)."""
@@ -58,6 +67,11 @@ class ImageInput:
     if settings.service is None:
       return dataset
     return service_client.distribute(dataset, settings.service)
+
+  def eval_dataset(self, split, settings):
+    """(images, labels, 'record N of <shard>', damage) batches, each image once."""
+    return image_input.build_image_dataset(
+        split, dataclasses.replace(settings, report_damaged=True), is_training=False)
 
   def finish(self, batch, split):  # pylint: disable=unused-argument
     images, labels = batch
@@ -76,6 +90,7 @@ class ClipInput:
   """Video clips: uint8 crops and a flip bit per clip; the clone scales and mirrors them."""
 
   kind = VIDEO
+  unit = 'videos'
 
   def skip_counter(self, limit):
     """A clip with a frame that does not decode is skipped and counted here (at most
@@ -91,6 +106,12 @@ class ClipInput:
     # The data workers carry the damaged clips' reports; the trainer's counter hears them.
     return damaged_frames.record_carried(service_client.distribute(dataset, settings.service),
                                          skips or damaged_frames.SkipCounter())
+
+  def eval_dataset(self, split, settings):
+    """(clips [batch, N, ...] or [batch, K, T, ...], labels, video ids, damage) batches,
+    each video once, cut as settings.sampling says."""
+    return clip_input.build_clip_dataset(
+        split, dataclasses.replace(settings, report_damaged=True), is_training=False)
 
   def finish(self, batch, split):
     clips, labels, flips = batch
