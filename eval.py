@@ -62,7 +62,7 @@ def main(argv):
     config, settings = from_run_records(config_from_flags(EvalConfig, FLAGS),
                                         given_flags(EvalConfig, FLAGS))
     for result in run.evaluations(config, settings):
-      print(run.summary(config, result), flush=True)
+      print(run.summary(result), flush=True)
       results.append(result)
   except errors.EXPECTED as error:
     return errors.report(error)

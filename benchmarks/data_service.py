@@ -233,11 +233,11 @@ def measure_both(settings, local, served):
   from training.doctor.settings import DoctorSettings
   from training.setup import check_train_config
   setups = [check_train_config(config) for config in (local, served)]
-  components = [measure.input_component(local, setups[0]),
-                measure.step_component(*measure.with_clones(local, setups[0], 1, True)),
-                measure.step_component(local, setups[0]),
-                measure.input_component(served, setups[1]),
-                measure.step_component(served, setups[1])]
+  components = [measure.input_component(setups[0]),
+                measure.step_component(measure.with_clones(setups[0], 1, True)),
+                measure.step_component(setups[0]),
+                measure.input_component(setups[1]),
+                measure.step_component(setups[1])]
   doctor = DoctorSettings(doctor_rounds=settings.rounds, doctor_steps=settings.steps,
                           doctor_warmup_steps=settings.warmup_steps)
   found, _ = measure.measure(components, doctor)

@@ -178,8 +178,8 @@ def _build(row):
   except errors.ConfigError as error:
     row.error = 'not available: %s' % error
     return
-  config, setup = measure.with_clones(row.config, setup, row.gpus, synthetic=True)
-  row.component = measure.step_component(config, setup)
+  row.component = measure.step_component(
+      measure.with_clones(setup, row.gpus, synthetic=True))
 
 
 def _what_ran(run_metadata):

@@ -12,6 +12,8 @@ flag that fixes it, instead of a restore error deep in the session:
     typo otherwise silently restores the very layer it meant to drop);
   * inference (`plan_inference`: eval, export): every variable must come from the
     checkpoint; a checkpoint of another model, class count or modality is named as such.
+    `restore_inference` plans and restores in one call, the one restore of eval's loop
+    (`evaluation.loop`) and of the export (`serving.export_model`).
 
 Moving averages: a variable `v` whose checkpoint also holds `v/ExponentialMovingAverage`
 (what tf.train.ExponentialMovingAverage keeps during training) is restored from that
@@ -31,7 +33,8 @@ from core.params import ConfigError
 from tf_compat import tf
 
 __all__ = ['EMA_SUFFIX', 'MOVING_AVERAGE_MODES', 'RestorePlan', 'ModelFit',
-           'plan_restore', 'plan_fine_tuning', 'plan_inference', 'filter_by_scopes',
+           'plan_restore', 'plan_fine_tuning', 'plan_inference', 'restore_inference',
+           'filter_by_scopes',
            'log_restore_report', 'make_saver', 'make_init_fn', 'checkpoint_shapes',
            'same_values_shape']
 
@@ -215,6 +218,30 @@ def plan_inference(checkpoint_file, variables, fit, moving_averages='auto',
     _refuse_missing(plan, fit, len(variables))
   if plan.mismatched:
     _refuse_mismatch(plan, fit)
+  return plan
+
+
+def restore_inference(sess, checkpoint_file, fit, moving_averages='auto',
+                      flag='checkpoint_path'):
+  """Restores every variable of `sess`'s graph from `checkpoint_file` as `plan_inference`
+  plans it; returns the RestorePlan.
+
+  Raises:
+    ConfigError: what plan_inference refuses, or a checkpoint that could not be read
+      after all (a trainer's Saver keeps only its newest: the files went away since).
+  """
+  plan = plan_inference(checkpoint_file, sess.graph.get_collection(
+      tf.GraphKeys.GLOBAL_VARIABLES), fit, moving_averages, flag)
+  with sess.graph.as_default():
+    saver = make_saver(plan)
+  try:
+    saver.restore(sess, checkpoint_file)
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.OutOfRangeError,
+          ValueError) as error:
+    # The plan checked names and shapes: the files went away or are damaged (a data file
+    # cut short reads out of range).
+    raise ConfigError('--%s=%s could not be read: %s' % (
+        flag, checkpoint_file, str(error).split('\n')[0])) from None
   return plan
 
 

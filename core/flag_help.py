@@ -29,7 +29,19 @@ def group_label(group):
 
 def field_groups(config_class):
   """{field name: group}, from the `# Group.` comments of the class body (fields before
-  the first comment are in 'General')."""
+  the first comment are in 'General'), and of the config classes it inherits from (a
+  group of flags declared once for several entries, e.g. resolve.sampling.SamplingFlags).
+  """
+  groups = {}
+  for cls in config_class.__mro__:
+    if cls is object:
+      continue
+    for name, group in _own_field_groups(cls).items():
+      groups.setdefault(name, group)
+  return groups
+
+
+def _own_field_groups(config_class):
   try:
     lines = inspect.getsource(config_class).splitlines()
   except (OSError, TypeError):

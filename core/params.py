@@ -60,7 +60,10 @@ def define_flags(config_class, flag_values=flags.FLAGS):
   class's `# Group.` comments group its fields."""
   hints = typing.get_type_hints(config_class)
   groups = flag_help.field_groups(config_class)
-  for field in dataclasses.fields(config_class):
+  # An inherited group's fields come first in dataclasses.fields; the class's own
+  # general flags still open its --help.
+  for field in sorted(dataclasses.fields(config_class),
+                      key=lambda field: groups.get(field.name, 'General') != 'General'):
     label = flag_help.group_label(groups.get(field.name, 'General'))
     if label not in _GROUP_ORDER:
       _GROUP_ORDER.append(label)

@@ -15,6 +15,7 @@ from typing import Optional
 from core.params import param
 from deployment.session.gpu_options import gpu_allow_growth_param, gpu_memory_fraction_param
 from deployment.session.precision_options import mixed_precision_param
+from resolve.sampling import SamplingFlags
 
 __all__ = ['EvalConfig', 'MOVING_AVERAGE_MODES', 'DEFAULT_IMAGE_BATCH', 'DEFAULT_VIDEO_BATCH']
 
@@ -24,8 +25,9 @@ DEFAULT_VIDEO_BATCH = 1
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalConfig:
-  """Evaluation parameters; see `evaluation.setup.check_eval_config` for the rules."""
+class EvalConfig(SamplingFlags):
+  """Evaluation parameters; see `evaluation.setup.check_eval_config` for the rules. The
+  clip sampling flags are export.py's too (resolve.sampling.SamplingFlags)."""
   master: str = param('', 'The address of the TensorFlow master to use.')
   checkpoint_path: Optional[str] = param(
       None, 'A checkpoint prefix, or a directory (its latest checkpoint is used; with '
@@ -46,9 +48,6 @@ class EvalConfig:
   moving_average_decay: Optional[float] = param(
       None, 'Set if training kept a moving average of weights: those are evaluated (for '
       'videos the same as --use_moving_averages=true).')
-  eval_image_size: Optional[int] = param(
-      None, 'Eval image size (videos: the centre crop\'s side, as --train_image_size '
-      'is in training); unset = the network\'s.')
   batch_size: Optional[int] = param(
       None, 'Images (or videos) per batch; unset = %d images or %d video.'
       % (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH))
@@ -62,13 +61,6 @@ class EvalConfig:
       None, 'If set, exit with status 5 when top-1 accuracy is below this value, compared '
       'in counts (342 of 360 reaches 0.95).')
   # Video datasets.
-  eval_frames: Optional[int] = param(
-      None, 'Videos: one clip of the first N frames per video (looped if shorter).')
-  eval_clips: Optional[int] = param(
-      None, 'Videos: K clips of --clip_frames spread uniformly over each video, logits '
-      'averaged per video. Unset (and no --eval_frames): 1 clip.')
-  clip_frames: Optional[int] = param(
-      None, 'Videos: frames per clip for --eval_clips; unset = the network\'s default.')
   repeat_first_frame: bool = param(
       False, 'Videos: every frame of a clip is its first frame (the no-motion ablation, as '
       'the model was trained with it).')

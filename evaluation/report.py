@@ -59,10 +59,11 @@ __all__ = ['class_names', 'report_dict', 'image_report_dict', 'run_name', 'repor
            'write_report', 'write_image_report', 'format_table', 'unscored_lines']
 
 
-def class_names(config, setup):
+def class_names(setup):
   """The model's class names in label order ('' where labels.txt has none)."""
   names = setup.streams[0].split.labels_to_names
-  return [names.get(label + config.labels_offset, '') for label in range(setup.num_classes)]
+  offset = setup.config.labels_offset
+  return [names.get(label + offset, '') for label in range(setup.num_classes)]
 
 
 def _number(value):
@@ -102,25 +103,25 @@ def _videos(stream):
               stream.video_ids, stream.labels, predictions, probabilities)]
 
 
-def _model(config, setup):
-  return {'name': config.model_name, 'num_classes': setup.num_classes,
-          'net_kwargs': network_kwargs(config)}
+def _model(setup):
+  return {'name': setup.config.model_name, 'num_classes': setup.num_classes,
+          'net_kwargs': network_kwargs(setup.config)}
 
 
 def _settings(setup):
   return {stream.name: stream.settings.as_dict() for stream in setup.streams}
 
 
-def report_dict(config, setup, result):
+def report_dict(setup, result):
   """The JSON report of a video evaluation (VideoEvalResult) as a dict."""
-  names = class_names(config, setup)
+  config, names = setup.config, class_names(setup)
   dirs = {stream.name: stream.split.dataset_dir for stream in setup.streams}
   return {
       'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
                   'num_videos': result.metrics[result.primary.name].num_examples,
                   'unscored_videos': result.primary.num_unscored, 'dirs': dirs},
-      'model': _model(config, setup),
-      'sampling': setup.sampling.as_dict(), 'settings': _settings(setup),
+      'model': _model(setup),
+      'sampling': setup.sampling.to_json(), 'settings': _settings(setup),
       'primary': result.primary.name, 'global_step': result.global_step,
       'streams': {stream.name: _stream_dict(stream, result.metrics[stream.name], names,
                                             'videos')
@@ -128,18 +129,19 @@ def report_dict(config, setup, result):
       'videos': _videos(result.primary)}
 
 
-def image_report_dict(config, setup, result, preprocessing):
-  """The JSON report of an image evaluation (image_eval.EvalResult) as a dict;
-  preprocessing: image_eval.input_settings(config)."""
-  stream = _stream_dict(result, result.metrics, class_names(config, setup), 'images')
+def image_report_dict(setup, result):
+  """The JSON report of an image evaluation (image_eval.EvalResult) as a dict."""
+  config, settings = setup.config, setup.input_settings
+  stream = _stream_dict(result, result.metrics, class_names(setup), 'images')
   stream['metrics'].update(accuracy=result.accuracy, recall_at_5=result.recall_at_5)
   return {
       'dataset': {'name': config.dataset_name, 'split': config.dataset_split_name,
                   'num_images': result.metrics.num_examples,
                   'unscored_images': len(result.unscored) + result.not_read,
                   'dirs': {'image': setup.streams[0].split.dataset_dir}},
-      'model': _model(config, setup),
-      'preprocessing': {'name': preprocessing[0], 'image_size': preprocessing[1]},
+      'model': _model(setup),
+      'preprocessing': {'name': settings.preprocessing_name,
+                        'image_size': settings.image_size},
       'settings': _settings(setup),
       'primary': 'image', 'global_step': result.global_step,
       'streams': {'image': stream}}
@@ -178,15 +180,14 @@ def _write_json(path, content):
   return path
 
 
-def write_report(eval_dir, config, setup, result):
+def write_report(eval_dir, setup, result):
   """Writes a video evaluation's JSON report into eval_dir (atomically); returns its path."""
-  return _write_json(report_path(eval_dir, result), report_dict(config, setup, result))
+  return _write_json(report_path(eval_dir, result), report_dict(setup, result))
 
 
-def write_image_report(eval_dir, config, setup, result, preprocessing):
+def write_image_report(eval_dir, setup, result):
   """Writes an image evaluation's JSON report into eval_dir (atomically); its path."""
-  return _write_json(report_path(eval_dir, result),
-                     image_report_dict(config, setup, result, preprocessing))
+  return _write_json(report_path(eval_dir, result), image_report_dict(setup, result))
 
 
 def unscored_lines(name, unscored, not_read, unit, shown=5):
@@ -210,10 +211,10 @@ def _percent(correct, total):
   return '%.2f%% (%d/%d)' % (100 * correct / total, correct, total)
 
 
-def format_table(config, setup, result):
+def format_table(setup, result):
   """A few lines: what was evaluated, one row of metrics per stream, then the videos that
   could not be scored, if any."""
-  primary = result.primary
+  config, primary = setup.config, result.primary
   scored = result.metrics[primary.name].num_examples
   counted = ('%d videos' % scored if not primary.num_unscored else
              '%d of %d videos scored' % (scored, scored + primary.num_unscored))

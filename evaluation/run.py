@@ -2,7 +2,7 @@
 
     config, settings = from_run_records(config, given)   # the run's record, if any
     for result in evaluations(config, settings):
-      print(summary(config, result))
+      print(summary(result))
 
 Image datasets go to `evaluation.image_eval` (slim's Accuracy and Recall@5, and the
 per-class figures), video datasets to `evaluation.video_eval`. With --eval_dir both
@@ -18,7 +18,7 @@ import dataclasses
 from absl import logging
 
 from evaluation import alerts, report, summaries
-from evaluation.image_eval import evaluate as evaluate_images, input_settings
+from evaluation.image_eval import evaluate as evaluate_images
 from evaluation.metrics import accuracy_text, reaches
 from evaluation.setup import check_eval_config
 from evaluation.video_eval import evaluate_videos
@@ -89,32 +89,33 @@ class ImageRun(Run):
     return [(self.setup.streams[0], self.result.checkpoint, self.result.global_step)]
 
 
-def _evaluate_images(config, setup, checkpoints):
-  result = evaluate_images(config, setup, checkpoints[0])
+def _evaluate_images(setup, checkpoints):
+  config = setup.config
+  result = evaluate_images(setup, checkpoints[0])
   if not config.eval_dir:
     return ImageRun(result, setup, None)
   figures = summaries.write_summaries(
       config.eval_dir, result.global_step,
       [summaries.StreamMetrics('image', result.metrics, 'images')],
-      report.class_names(config, setup), report.run_name(result),
+      report.class_names(setup), report.run_name(result),
       extra_scalars={'eval/Accuracy': result.accuracy, 'eval/Recall_5': result.recall_at_5,
                      'eval/unscored_images': len(result.unscored) + result.not_read})
-  path = report.write_image_report(config.eval_dir, config, setup, result,
-                                   input_settings(config))
+  path = report.write_image_report(config.eval_dir, setup, result)
   return ImageRun(result, setup, path, tuple(figures))
 
 
-def _evaluate_videos(config, setup, checkpoints):
-  result = evaluate_videos(config, setup, checkpoints)
+def _evaluate_videos(setup, checkpoints):
+  config = setup.config
+  result = evaluate_videos(setup, checkpoints)
   if not config.eval_dir:
     return VideoRun(result, setup, None)
   figures = summaries.write_summaries(
       config.eval_dir, result.global_step,
       [summaries.StreamMetrics(s.name, result.metrics[s.name], 'videos')
        for s in result.streams],
-      report.class_names(config, setup), report.run_name(result),
+      report.class_names(setup), report.run_name(result),
       extra_scalars={'eval/unscored_videos': result.primary.num_unscored})
-  path = report.write_report(config.eval_dir, config, setup, result)
+  path = report.write_report(config.eval_dir, setup, result)
   return VideoRun(result, setup, path, tuple(figures))
 
 
@@ -122,23 +123,24 @@ def _evaluate_videos(config, setup, checkpoints):
 _EVALUATIONS = {names.IMAGE: _evaluate_images, names.VIDEO: _evaluate_videos}
 
 
-def evaluate_checkpoint(config, setup, checkpoints):
+def evaluate_checkpoint(setup, checkpoints):
   """Evaluates one checkpoint per stream (images: one); a VideoRun or an ImageRun, after
   logging its warnings (evaluation.alerts)."""
-  run = _EVALUATIONS[setup.kind](config, setup, checkpoints)
-  names = report.class_names(config, setup)
-  alerts.warn([(stream.settings.record, config.model_name, checkpoint, step)
+  run = _EVALUATIONS[setup.kind](setup, checkpoints)
+  names = report.class_names(setup)
+  alerts.warn([(stream.settings.record, setup.config.model_name, checkpoint, step)
                for stream, checkpoint, step in run.evaluated],
               [(name, metrics, names) for name, metrics in run.metrics_by_stream])
   return run
 
 
-def _watched(config, setup):
+def _watched(setup):
   """Evaluations of each new checkpoint of the --checkpoint_path directory."""
+  config = setup.config
   for checkpoint in watch_checkpoints(config.checkpoint_path, config.max_number_of_steps,
                                       config.watch_timeout, config.watch_poll_secs):
     try:
-      yield evaluate_checkpoint(config, setup, [checkpoint])
+      yield evaluate_checkpoint(setup, [checkpoint])
     except ConfigError:
       if tf.io.gfile.exists(checkpoint + '.index'):
         raise
@@ -156,16 +158,16 @@ def evaluations(config, settings=None):
   """
   setup = check_eval_config(config, settings)
   if config.watch:
-    yield from _watched(config, setup)
+    yield from _watched(setup)
   else:
-    yield evaluate_checkpoint(config, setup, [s.checkpoint for s in setup.streams])
+    yield evaluate_checkpoint(setup, [s.checkpoint for s in setup.streams])
 
 
-def summary(config, result):
+def summary(result):
   """Text for the user: a metrics table (videos) or slim's one line (images), then where
   the report and the confusion matrices went."""
   if isinstance(result, VideoRun):
-    lines = [report.format_table(config, result.setup, result.result)]
+    lines = [report.format_table(result.setup, result.result)]
   else:
     image = result.result
     metrics = image.metrics

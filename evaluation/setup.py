@@ -18,6 +18,7 @@ from checkpoints.paths import resolve_checkpoint
 from core.errors import require
 from core.params import ConfigError
 from datasets.checks import index_check
+from datasets.inputs.input_settings import InputSettings
 from deployment.session.gpu_options import check_gpu_options
 from deployment.precision import check_inference_kernels
 from deployment.session.precision_options import check_mixed_precision
@@ -27,7 +28,7 @@ from nets import nets_factory
 from resolve import names
 from resolve.run_record import (Link, Settings, changed_fields, fill_from_record,
                                 find_record, no_record)
-from resolve.sampling import Sampling, resolve_sampling
+from resolve.sampling import crop_size, resolve_sampling
 
 __all__ = ['Stream', 'EvalSetup', 'EVAL_LINKS', 'FLOW_LINKS', 'from_run_records',
            'check_eval_config', 'network_kwargs']
@@ -63,22 +64,34 @@ class Stream:
 
 @dataclasses.dataclass(frozen=True)
 class EvalSetup:
-  """What a checked EvalConfig resolves to.
+  """What a checked EvalConfig resolves to, and the config itself: the graph code takes
+  this one object, so a setting has one road to it.
 
   Attributes:
+    config: the EvalConfig checked (its fields filled from the run's record).
     kind: names.IMAGE or names.VIDEO, what the dataset holds (decided by the records).
     streams: (Stream,) or, with --fusion, (rgb Stream, flow Stream).
     num_classes: classes of the model (dataset classes - labels_offset).
-    batch_size: images or videos per batch.
-    sampling: Sampling for videos; None for images.
-    use_moving_averages: 'auto', 'true' or 'false' (videos).
+    input_settings: the InputSettings of every stream's batches (its batch_size: images
+      or videos per batch; videos: its sampling).
+    use_moving_averages: 'auto', 'true' or 'false' (images: 'true' with
+      --moving_average_decay, else 'false').
   """
+  config: EvalConfig
   kind: str
   streams: tuple
   num_classes: int
-  batch_size: int
-  sampling: Optional[Sampling]
+  input_settings: InputSettings
   use_moving_averages: str
+
+  @property
+  def batch_size(self):
+    return self.input_settings.batch_size
+
+  @property
+  def sampling(self):
+    """How each video becomes clips (a Sampling); None for images."""
+    return self.input_settings.sampling
 
 
 
@@ -147,8 +160,7 @@ def _check_precision(config, num_classes, is_video):
     sampling = resolve_sampling(config)
     frames, size = [sampling.frames], sampling.crop_size
   else:
-    spec = nets_factory.get_network_spec(config.model_name)
-    frames, size = [], config.eval_image_size or spec.default_image_size
+    frames, size = [], _image_size(config)
   network_fn = nets_factory.get_network_fn(config.model_name, num_classes=num_classes,
                                            **network_kwargs(config))
   check_inference_kernels(network_fn, config.mixed_precision, [1] + frames + [size, size, 3],
@@ -248,11 +260,32 @@ def check_eval_config(config, settings=None):
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
+  elif not is_video:   # images follow --moving_average_decay alone
+    averages = 'false'
   streams = _streams(config, split, settings)
   for stream in streams:
     index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
-  return EvalSetup(
-      kind=kind, streams=streams, num_classes=num_classes,
-      batch_size=config.batch_size or (DEFAULT_VIDEO_BATCH if is_video
-                                       else DEFAULT_IMAGE_BATCH),
-      sampling=resolve_sampling(config) if is_video else None, use_moving_averages=averages)
+  return EvalSetup(config=config, kind=kind, streams=streams, num_classes=num_classes,
+                   input_settings=_input_settings(config, is_video),
+                   use_moving_averages=averages)
+
+
+def _image_size(config):
+  return crop_size(names.network_spec(config.model_name), config.eval_image_size,
+                   'eval_image_size')
+
+
+def _input_settings(config, is_video):
+  """How evaluation reads a split (the input's `eval_dataset`): every example once, in
+  order, none dropped."""
+  common = dict(num_readers=1, num_parallel_calls=config.num_preprocessing_threads,
+                num_epochs=1, drop_remainder=False, labels_offset=config.labels_offset)
+  if is_video:
+    return InputSettings.for_sampling(
+        resolve_sampling(config), batch_size=config.batch_size or DEFAULT_VIDEO_BATCH,
+        repeat_first_frame=config.repeat_first_frame, **common)
+  spec = names.network_spec(config.model_name)
+  return InputSettings(batch_size=config.batch_size or DEFAULT_IMAGE_BATCH,
+                       image_size=_image_size(config),
+                       preprocessing_name=config.preprocessing_name or spec.preprocessing_name,
+                       **common)

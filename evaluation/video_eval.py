@@ -1,14 +1,16 @@
 """Video-level evaluation: every video of a split once, scores per video, metrics.
 
-Each video becomes one clip of its first N frames or K clips spread over it
-(`datasets.inputs.clip_input`, centre crop, values in [-1, 1]); the network runs with batch norm
-in inference mode (is_training=False) and its logits are averaged over a video's clips.
+Each video becomes one clip of its first N frames or K clips spread over it (the video
+input's evaluation mode, `datasets.inputs.input_factory`: centre crop, values in [-1,
+1]); the network runs with batch norm in inference mode (is_training=False) and its
+logits are averaged over a video's clips. The batches, the restore and the progress
+lines are `evaluation.loop`'s, shared with image evaluation.
 Moving-average weights are restored when the checkpoint holds them (see
 `checkpoints.restore`). Two-stream fusion sums the rgb and flow models' per-video logits,
 joined by video id.
 
     setup = check_eval_config(config)
-    result = evaluate_videos(config, setup, checkpoints)   # one checkpoint per stream
+    result = evaluate_videos(setup, checkpoints)   # one checkpoint per stream
     result.metrics['rgb'].top1
 """
 
@@ -17,18 +19,10 @@ import dataclasses
 from absl import logging
 import numpy as np
 
-from checkpoints import restore
-from deployment.precision import network_in_precision
-from deployment.session.session_config import session_config_for
-from datasets.inputs import clip_input
-from evaluation.metrics import classification_metrics
-from evaluation.progress import SplitProgress, expected_examples
-from evaluation.setup import network_kwargs
-from nets import nets_factory
-from tf_compat import tf
-from core.errors import DataError
 from core.params import ConfigError
-from datasets.formats import damaged_shards
+from evaluation import loop
+from evaluation.metrics import classification_metrics
+from tf_compat import tf
 
 __all__ = ['StreamScores', 'VideoEvalResult', 'clip_logits', 'score_videos', 'fuse',
            'evaluate_videos']
@@ -112,84 +106,7 @@ def clip_logits(network_fn, clips):
   return tf.reduce_mean(per_clip, axis=1)
 
 
-def _inputs(config, setup, stream):
-  with tf.device('/device:CPU:0'):
-    sampling = setup.sampling
-    dataset = clip_input.build_clip_dataset(
-        stream.split, batch_size=setup.batch_size, clip_frames=sampling.clip_frames,
-        crop_size=sampling.crop_size, is_training=False, modality=stream.split.modality,
-        num_readers=1, num_parallel_calls=config.num_preprocessing_threads, num_epochs=1,
-        drop_remainder=False, labels_offset=config.labels_offset,
-        eval_frames=sampling.eval_frames, eval_clips=sampling.eval_clips,
-        repeat_first_frame=config.repeat_first_frame, report_damaged=True)
-    return tf.data.make_one_shot_iterator(dataset).get_next()
-
-
-def _restore_plan(config, setup, stream, checkpoint):
-  fit = restore.ModelFit(model_name=config.model_name, num_classes=setup.num_classes,
-                         channels=stream.split.num_channels, data_flag=stream.data_flag)
-  # The inference graph has no global step: every variable is the model's.
-  return restore.plan_inference(checkpoint, tf.global_variables(), fit,
-                                setup.use_moving_averages, flag=stream.checkpoint_flag)
-
-
-def _restore(sess, saver, stream, checkpoint):
-  """saver.restore; a checkpoint gone since it was planned (a trainer's Saver keeps only
-  its newest) or unreadable is a ConfigError naming it."""
-  try:
-    saver.restore(sess, checkpoint)
-  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as error:
-    raise ConfigError('--%s=%s could not be read: %s' % (
-        stream.checkpoint_flag, checkpoint, str(error).split('\n')[0])) from None
-
-
-def _run(sess, fetches, progress, max_num_batches, split):
-  """Runs `fetches` (logits, labels, ids, damage) to the end of the data; concatenated
-  arrays. A damaged record shard raises DamagedShards (one line, the rebuild command)."""
-  parts = []
-  while max_num_batches is None or len(parts) < max_num_batches:
-    try:
-      with damaged_shards.naming_damaged_shards(split.file_pattern):
-        parts.append(sess.run(fetches))
-    except tf.errors.OutOfRangeError:
-      break
-    progress.add(len(parts[-1][1]))
-  progress.finish()
-  if not parts:
-    return None
-  return [np.concatenate([p[i] for p in parts]) for i in range(len(fetches))]
-
-
-def _scored(config, stream, arrays):
-  """-> (logits, labels, ids of the scored videos, ((id, reason) unscored), not read)."""
-  logits, labels, ids, damage = arrays
-  ids = np.array([i.decode('utf-8') for i in ids])
-  bad = damage != b''
-  unscored = tuple((video_id, reason.decode('utf-8'))
-                   for video_id, reason in zip(ids[bad], damage[bad]))
-  listed = stream.split.num_samples
-  not_read = max(0, listed - len(ids)) if config.max_num_batches is None else 0
-  if unscored or not_read:
-    logging.warning('%s: %d of the %d videos listed could not be scored: %s%s', stream.name,
-                    len(unscored) + not_read, listed,
-                    '; '.join('%s: %s' % item for item in unscored[:5]),
-                    '; %d not in the records (checked by: python -m datasets.verify_records '
-                    '--dataset_dir=%s)' % (not_read, stream.split.dataset_dir)
-                    if not_read else '')
-  if not np.any(~bad):
-    raise DataError('--%s: none of the %d videos read could be scored, e.g. %s: %s'
-                    % (stream.data_flag, len(ids), *unscored[0]))
-  return logits[~bad], labels[~bad], ids[~bad], unscored, not_read
-
-
-def _progress(config, setup, stream):
-  total = expected_examples(stream.split.num_samples, setup.batch_size,
-                            config.max_num_batches)
-  return SplitProgress(stream.name, total, 'videos', setup.batch_size,
-                       config.log_every_n_batches)
-
-
-def score_videos(config, setup, stream, checkpoint):
+def score_videos(setup, stream, checkpoint):
   """Runs the model of one stream over its split; returns StreamScores.
 
   Videos whose clips need a frame that does not decode are left out and listed in
@@ -201,27 +118,12 @@ def score_videos(config, setup, stream, checkpoint):
       yields no video.
     DataError: a damaged record shard (DamagedShards), or no video could be scored.
   """
-  network_fn = network_in_precision(nets_factory.get_network_fn(
-      config.model_name, num_classes=setup.num_classes, is_training=False,
-      **network_kwargs(config)), config.mixed_precision)
-  with tf.Graph().as_default():
-    clips, labels, video_ids, damage = _inputs(config, setup, stream)
-    logits = clip_logits(network_fn, clips)
-    plan = _restore_plan(config, setup, stream, checkpoint)
-    saver = restore.make_saver(plan)
-    with tf.Session(config.master, config=session_config_for(config)) as sess:
-      _restore(sess, saver, stream, checkpoint)
-      arrays = _run(sess, [logits, labels, video_ids, damage],
-                    _progress(config, setup, stream), config.max_num_batches, stream.split)
-  if arrays is None:
-    raise ConfigError('--%s: the %s split yielded no video' % (
-        stream.data_flag, stream.split.split_name))
-  logits, labels, ids, unscored, not_read = _scored(config, stream, arrays)
+  plan, arrays = loop.score_split(setup, stream, checkpoint, clip_logits)
+  logits, labels, ids, unscored, not_read = loop.scored(setup, stream, arrays)
   logging.info('%s: %d videos scored with %s (step %d%s)', stream.name, len(ids), checkpoint,
                plan.global_step, ', moving averages' if plan.moving_averages else '')
   return StreamScores(stream.name, checkpoint, plan.global_step, plan.moving_averages,
-                      ids, labels.astype(np.int64), logits.astype(np.float32), unscored,
-                      not_read)
+                      ids, labels, logits.astype(np.float32), unscored, not_read)
 
 
 def _unscored_by_either(rgb, flow):
@@ -268,15 +170,14 @@ def fuse(rgb, flow, flow_flag='flow_dataset_dir'):
                       max(rgb.not_read, flow.not_read))
 
 
-def evaluate_videos(config, setup, checkpoints):
+def evaluate_videos(setup, checkpoints):
   """Scores every stream of `setup` with its checkpoint; returns a VideoEvalResult.
 
   Args:
-    config: the EvalConfig.
-    setup: its checked EvalSetup (kind VIDEO).
+    setup: a checked EvalSetup (kind VIDEO), its config in setup.config.
     checkpoints: one checkpoint prefix per stream of setup.streams.
   """
-  streams = [score_videos(config, setup, stream, checkpoint)
+  streams = [score_videos(setup, stream, checkpoint)
              for stream, checkpoint in zip(setup.streams, checkpoints)]
   if len(streams) == 2:
     streams.append(fuse(*streams))

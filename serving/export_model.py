@@ -42,7 +42,7 @@ from datasets.formats import converted_data
 from resolve import names
 from resolve.run_record import (Link, changed_fields, fill_from_record, find_record,
                                 no_record)
-from resolve.sampling import resolve_sampling
+from resolve.sampling import SamplingFlags, resolve_sampling
 from nets import nets_factory
 from serving import export_layout
 from serving.model_info import LABELS_FILENAME, write_model_info
@@ -65,8 +65,9 @@ _SAME_OUTPUT_TOLERANCE = 1e-5
 
 
 @dataclasses.dataclass(frozen=True)
-class ExportConfig:
-  """export.py's parameters; sampling fields have eval.py's names and meaning."""
+class ExportConfig(SamplingFlags):
+  """export.py's parameters; the clip sampling flags are eval.py's
+  (resolve.sampling.SamplingFlags)."""
   checkpoint_path: Optional[str] = param(
       None, 'Checkpoint prefix, or a directory (latest). A training run\'s flags.cfg beside '
       'it gives the flags not given here (model, width, records, clip frames, crop).')
@@ -81,10 +82,6 @@ class ExportConfig:
       None, 'Version to write, a positive integer not yet in --export_dir (default: one '
       'more than the highest there, 1 for a new directory).')
   depth_multiplier: Optional[float] = param(None, 'Width multiplier used in training.')
-  eval_frames: Optional[int] = param(None, 'As eval.py: the first N frames of a video.')
-  eval_clips: Optional[int] = param(None, 'As eval.py: K clips per video (default 1).')
-  clip_frames: Optional[int] = param(None, 'As eval.py: frames per clip.')
-  eval_image_size: Optional[int] = param(None, 'As eval.py: the centre crop\'s side.')
   use_moving_averages: str = param('auto', 'auto, true or false, as in eval.py.')
   top_k: int = param(5, 'Classes in the top_k outputs.')
   # Precision.
@@ -227,15 +224,6 @@ def _signature(clips, logits, labels, top_k):
       inputs={'clips': clips}, outputs=outputs)
 
 
-def _restore(config, sess, checkpoint, num_classes, channels):
-  fit = restore.ModelFit(model_name=config.model_name, num_classes=num_classes,
-                         channels=channels, data_flag='dataset_dir=%s' % config.dataset_dir)
-  plan = restore.plan_inference(checkpoint, tf.global_variables(), fit,
-                                config.use_moving_averages)
-  restore.make_saver(plan).restore(sess, checkpoint)
-  return plan
-
-
 def _save(config, directory, checkpoint, labels, static_shape):
   """Restores the checkpoint into the network and saves it to directory (empty).
 
@@ -245,7 +233,11 @@ def _save(config, directory, checkpoint, labels, static_shape):
   network_fn, net_kwargs = _network_fn(config, len(labels))
   with tf.Graph().as_default(), tf.Session(config=session_config_for(config)) as sess:
     built = _build(network_in_precision(network_fn, config.mixed_precision), static_shape)
-    plan = _restore(config, sess, checkpoint, len(labels), static_shape[-1])
+    plan = restore.restore_inference(
+        sess, checkpoint, restore.ModelFit(
+            model_name=config.model_name, num_classes=len(labels),
+            channels=static_shape[-1], data_flag='dataset_dir=%s' % config.dataset_dir),
+        config.use_moving_averages)
     kind = 'dynamic' if _same_function(sess, built, static_shape) else 'static'
     if kind == 'static':
       logging.info('%s shapes a layer from the input size at %s: exporting that size',
@@ -283,7 +275,7 @@ def export_saved_model(config, settings=None):
         'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
         'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
         'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
-        'input_shape': input_shape, 'sampling': sampling.as_dict(), 'decoding': decoding,
+        'input_shape': input_shape, 'sampling': sampling.to_json(), 'decoding': decoding,
         'signature': SIGNATURE, 'top_k': min(config.top_k, num_classes),
         'mixed_precision': config.mixed_precision, 'settings': settings.as_dict()}
     write_model_info(directory, info)   # creates assets.extra/

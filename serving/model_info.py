@@ -12,7 +12,8 @@ It sits with labels.txt in the version's `assets.extra/` (serving.export_layout)
      "settings": {"record": ".../flags.cfg" or null,
                   "model_name": {"value": "i3d", "from": "record"}, ...}}
 
-`sampling` is evaluation's (resolve.sampling.Sampling), `decoding` the converter's
+`sampling` is evaluation's Sampling (`Sampling.to_json`, read back typed by
+`read_model_info`: no default fills a missing key), `decoding` the converter's
 settings of the records the model was evaluated on (datasets.convert_videos), so a video
 file is prepared for the model exactly as it was for evaluation. `settings` says where
 export.py's model, width, records and sampling came from: the training run's record,
@@ -22,6 +23,7 @@ a flag, or a default (resolve.run_record).
 import json
 import os
 
+from datasets.inputs.input_settings import Sampling
 from serving.export_layout import ASSETS_EXTRA
 
 __all__ = ['MODEL_INFO_FILENAME', 'LABELS_FILENAME', 'write_model_info', 'read_model_info']
@@ -41,7 +43,8 @@ def write_model_info(version_dir, info):
 
 
 def read_model_info(version_dir):
-  """The model_info dict of a version directory; ValueError (one line) when it has none."""
+  """The model_info dict of a version directory, its "sampling" a Sampling; ValueError
+  (one line) when it has none, or one this version cannot read."""
   name = os.path.join(ASSETS_EXTRA, MODEL_INFO_FILENAME)
   path = os.path.join(version_dir, name)
   if not os.path.isfile(path):
@@ -57,4 +60,4 @@ def read_model_info(version_dir):
   missing = [key for key in _KEYS if key not in info]
   if missing:
     raise ValueError('%s lacks %s; re-export the model' % (path, ', '.join(missing)))
-  return info
+  return dict(info, sampling=Sampling.from_json(info['sampling'], path))

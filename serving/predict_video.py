@@ -12,8 +12,9 @@ what eval.py would show it for that video: the converter's per-video work
 (`datasets.conversion.video_frames.process_video`: PyAV decode, short side resized,
 optional frame rate, TV-L1 flow for flow models, JPEG at the converter's quality), one
 shard of chunked clip records with its index (`datasets.formats.video_records`), then
-evaluation's clip sampling and centre crop (`datasets.inputs.clip_input`, values in
-[-1, 1]). The model's logits are averaged over the video's clips (as evaluation does) and
+evaluation's clip sampling and centre crop (the video input's evaluation mode,
+`datasets.inputs.input_factory`, values in [-1, 1]; a frame that does not decode is a
+DataError naming it). The model's logits are averaged over the video's clips (as evaluation does) and
 turned into probabilities.
 """
 
@@ -24,7 +25,10 @@ from typing import Optional
 
 import numpy as np
 
-from datasets.conversion import video_shards
+from datasets.conversion import shard_writer, video_shards
+from datasets.inputs import input_factory
+from datasets.inputs.input_factory import VIDEO
+from datasets.inputs.input_settings import InputSettings
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
 from datasets.formats import converted_data, shards, video_records
 from datasets.formats.dataset_split import DatasetSplit
@@ -98,11 +102,14 @@ def _record_file(directory, video, info):
 def prepare_clips(video, info, session_config=None):
   """The video as evaluation would sample it: float32 [K, T, crop, crop, C] in [-1, 1].
 
+  `info` is read_model_info's (its "sampling" a Sampling).
+
   `session_config` (a tf.ConfigProto, e.g. deployment.session.session_config.session_config_for)
   is the input pipeline session's.
 
   Raises:
-    DataError: the file is not a readable video.
+    DataError: the file is not a readable video, or a frame the clips need does not
+      decode.
   """
   sampling = info['sampling']
   with tempfile.TemporaryDirectory() as directory:
@@ -113,15 +120,17 @@ def prepare_clips(video, info, session_config=None):
         num_classes=info['num_classes'], labels_to_names={}, num_channels=info['channels'],
         modality=info['modality'])
     with tf.Graph().as_default():
-      dataset = clip_input.build_clip_dataset(
-          split, batch_size=1, clip_frames=sampling.get('clip_frames', 1),
-          crop_size=sampling['crop_size'], is_training=False, modality=info['modality'],
-          num_readers=1, num_parallel_calls=1, num_epochs=1, drop_remainder=False,
-          eval_frames=sampling.get('frames'), eval_clips=sampling.get('clips'))
-      clips = tf.data.make_one_shot_iterator(dataset).get_next()[0]
+      settings = InputSettings.for_sampling(
+          sampling, batch_size=1, modality=info['modality'], num_readers=1,
+          num_parallel_calls=1, num_epochs=1, drop_remainder=False)
+      dataset = input_factory.get_input(VIDEO).eval_dataset(split, settings)
+      clips, _, _, damage = tf.data.make_one_shot_iterator(dataset).get_next()
       with tf.Session(config=session_config) as sess:
-        clips = sess.run(clips)[0]
-  return (clips[None] if sampling['mode'] == 'eval_frames' else clips), num_frames
+        clips, damage = sess.run([clips, damage])
+  if damage[0]:
+    raise DataError('--video=%s: %s' % (video, damage[0].decode('utf-8')))
+  clips = clips[0]
+  return (clips[None] if sampling.eval_frames else clips), num_frames
 
 
 def _logits(model_dir, info, clips, session_config):

@@ -33,9 +33,10 @@ AGREED_FLAGS = _MODEL_FLAGS + tuple(
     flag for flag in optimization.SCHEDULE_FLAGS if flag not in _MODEL_FLAGS)
 
 
-def agreed_settings(config, setup):
+def agreed_settings(setup):
   """{name: value} every worker must share: the flags above as resolved, the network's
   extra arguments (e.g. depth_multiplier) and the dataset's size as this task read it."""
+  config = setup.config
   settings = {flag: getattr(config, flag) for flag in AGREED_FLAGS}
   settings.update(setup.network_kwargs)
   settings['dataset size'] = setup.dataset.num_samples

@@ -93,10 +93,11 @@ def schedule_change(recorded, config, num_samples, global_step):
   return changes, before, after
 
 
-def _compare_schedule(config, setup):
+def _compare_schedule(setup):
   """Before flags.cfg is rewritten: a resumed run's schedule against the recorded one's.
   A changed rate at the resumed step is a warning (a longer cosine restarts high); a
   change that leaves it alone, one info line."""
+  config = setup.config
   path = os.path.join(config.train_dir, FLAGFILE)
   if not setup.resume_checkpoint or not tf.io.gfile.exists(path):
     return
@@ -130,7 +131,8 @@ def per_clone_batch(config):
   return '%d per clone x %d micro-batches' % (config.batch_size, config.num_micro_batches)
 
 
-def _topology(config, setup):
+def _topology(setup):
+  config = setup.config
   deploy_config = setup.deploy_config
   rows = [('job', 'worker task %d of %d, %d ps task(s), %s'
            % (config.task, config.worker_replicas, config.num_ps_tasks,
@@ -147,17 +149,19 @@ def _topology(config, setup):
   return '\n'.join(['| what | value |', '|---|---|'] + ['| %s | %s |' % row for row in rows])
 
 
-def write_run_summaries(config, setup, writer):
+def write_run_summaries(setup, writer):
   """The flags and the topology as TensorBoard text, with `writer` (None: nothing)."""
+  config = setup.config
   if writer is None:
     return
   writer.add_summary(summary_v1.text_pb('run/flags', '\n\n'.join(
       '`%s`' % line for line in flag_lines(config))))
-  writer.add_summary(summary_v1.text_pb('run/topology', _topology(config, setup)))
+  writer.add_summary(summary_v1.text_pb('run/topology', _topology(setup)))
 
 
-def start_run(config, setup):
+def start_run(setup):
   """The chief's records at the start (see the module doc); others do nothing."""
+  config = setup.config
   if not config.is_chief:
     return
   tf.io.gfile.makedirs(config.train_dir)
@@ -165,7 +169,7 @@ def start_run(config, setup):
   if paths.make_state_relative(config.train_dir):
     logging.info('%s/checkpoint named checkpoints by other paths (a moved or copied run): '
                  'rewritten to names inside this directory', config.train_dir)
-  _compare_schedule(config, setup)
+  _compare_schedule(setup)
   lines = flag_lines(config)
   text = ('# Replay: python train_image_classifier.py --flagfile=%s --train_dir=DIR\n'
           '# (the cluster addresses and this task are not part of the recipe)\n%s\n'

@@ -14,12 +14,13 @@ from core.errors import require
 from core.params import ConfigError
 from datasets.checks import index_check
 from datasets.inputs import record_files, service_client
-from datasets.inputs.input_factory import InputSettings, get_input
+from datasets.inputs.input_factory import get_input
+from datasets.inputs.input_settings import InputSettings
 from deployment import model_deploy, precision
 from deployment.session.gpu_options import check_gpu_options
 from deployment.session.precision_options import check_loss_scale, check_mixed_precision
 from nets import batch_norm, nets_factory
-from resolve import names
+from resolve import names, sampling
 from tf_compat import tf
 from training import optimization
 
@@ -28,7 +29,9 @@ __all__ = ['TrainSetup', 'check_train_config']
 
 @dataclasses.dataclass(frozen=True)
 class TrainSetup:
-  """What a checked TrainConfig resolves to."""
+  """What a checked TrainConfig resolves to, and the config itself: the graph code takes
+  this one object, so a setting has one road to it."""
+  config: object               # the TrainConfig checked
   deploy_config: model_deploy.DeploymentConfig
   dataset: object              # datasets.dataset_factory.DatasetSplit
   network_spec: object         # nets.nets_factory.NetworkSpec
@@ -182,14 +185,9 @@ def _service_settings(config):
 
 def _input_settings(config, spec, kind):
   """InputSettings of one clone's training batches, from the flags and the network."""
-  image_size = (spec.default_image_size if config.train_image_size is None
-                else config.train_image_size)
-  require(image_size >= 1, '--train_image_size=%d must be >= 1' % image_size)
-  clip_frames = None
-  if kind == names.VIDEO:
-    clip_frames = (spec.default_num_frames if config.clip_frames is None
-                   else config.clip_frames)
-    require(clip_frames >= 1, '--clip_frames=%d must be >= 1' % clip_frames)
+  image_size = sampling.crop_size(spec, config.train_image_size, 'train_image_size')
+  clip_frames = (sampling.clip_frames(spec, config.clip_frames) if kind == names.VIDEO
+                 else None)
   service = _service_settings(config)
   return InputSettings(
       batch_size=config.batch_size, image_size=image_size, num_readers=config.num_readers,
@@ -354,7 +352,7 @@ def check_train_config(config):
   _check_precision(config, settings, network_kwargs,
                    on_gpu=visible_gpus > 0 and not config.clone_on_cpu)
   return TrainSetup(
-      deploy_config=deploy_config, dataset=dataset, network_spec=spec,
+      config=config, deploy_config=deploy_config, dataset=dataset, network_spec=spec,
       input=get_input(kind), input_settings=settings, network_kwargs=network_kwargs,
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),

@@ -54,9 +54,10 @@ TrainGraph = collections.namedtuple(
                    'skips', 'precise_bn', 'agreement', 'data_workers'])
 
 
-def _skip_counter(config, setup):
+def _skip_counter(setup):
   """The input's SkipCounter (None if it skips nothing): this worker may skip the clips of
   up to --max_damaged_fraction of the videos it reads per epoch (its share of the split)."""
+  config = setup.config
   videos = setup.dataset.num_samples / config.worker_replicas
   return setup.input.skip_counter(int(config.max_damaged_fraction * videos))
 
@@ -73,8 +74,9 @@ def _input_iterator(setup, skips):
     return tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
 
 
-def _network_fn(config, setup):
+def _network_fn(setup):
   """The network, computing in --mixed_precision (float32 inputs, logits, variables)."""
+  config = setup.config
   return precision.network_in_precision(nets_factory.get_network_fn(
       config.model_name, num_classes=setup.dataset.num_classes - config.labels_offset,
       weight_decay=config.weight_decay, batch_norm_decay=config.batch_norm_decay,
@@ -92,8 +94,9 @@ def _clone_inputs(setup, iterator, input_wait):
   return inputs, labels
 
 
-def _make_clone_fn(config, setup, iterator, network_fn, input_wait):
+def _make_clone_fn(setup, iterator, network_fn, input_wait):
   """model_fn for create_clones: draw a batch, run the net, add the losses."""
+  config = setup.config
 
   def clone_fn():
     inputs, labels = _clone_inputs(setup, iterator, input_wait)
@@ -122,8 +125,9 @@ def _variables_to_train(config):
       tf.trainable_variables(), config.trainable_scopes, 'trainable_scopes')
 
 
-def _fine_tune_init_fn(config, setup):
+def _fine_tune_init_fn(setup):
   """Restore from --checkpoint_path, unless train_dir already holds a checkpoint."""
+  config = setup.config
   if setup.checkpoint_file is None:
     return None
   if setup.resume_checkpoint:
@@ -142,12 +146,13 @@ def _fine_tune_init_fn(config, setup):
   return restore.make_init_fn(plan)
 
 
-def _agreement(config, setup):
+def _agreement(setup):
   """In a cluster, the chief's settings every worker checks before its first step."""
+  config = setup.config
   if not config.master:
     return None
   return cluster_agreement.ClusterAgreement(
-      cluster_agreement.agreed_settings(config, setup),
+      cluster_agreement.agreed_settings(setup),
       setup.deploy_config.variables_device(), config.task, config.is_chief)
 
 
@@ -158,9 +163,10 @@ def _worker_stats(config, global_step):
   return worker_stats.WorkerStats(config.worker_replicas, config.task, global_step.device)
 
 
-def _optimizer(config, setup, global_step, moving_average, stats):
+def _optimizer(setup, global_step, moving_average, stats):
   """-> (optimizer: the sync optimizer with --sync_replicas, learning rate, the float16
   loss scale or None); with a loss scale the update skips non-finite gradients."""
+  config = setup.config
   deploy_config = setup.deploy_config
   loss_scale = None
   with tf.device(deploy_config.optimizer_device()):
@@ -202,8 +208,9 @@ def _progress_scalars(loss_scale):
           ('loss_scale/skipped_steps', 'skipped (overflow)', loss_scale.skipped_steps))
 
 
-def build_training_graph(config, setup):
+def build_training_graph(setup):
   """Builds inputs, clones, losses, optimizer and summaries in the default graph."""
+  config = setup.config
   deploy_config = setup.deploy_config
   with tf.device(deploy_config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
@@ -212,12 +219,12 @@ def build_training_graph(config, setup):
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
                                                        global_step)
   stats = _worker_stats(config, global_step)
-  optimizer, learning_rate, loss_scale = _optimizer(config, setup, global_step,
+  optimizer, learning_rate, loss_scale = _optimizer(setup, global_step,
                                                     moving_average, stats)
-  skips = _skip_counter(config, setup)
+  skips = _skip_counter(setup)
   iterator = _input_iterator(setup, skips)
   input_wait = summaries.InputWait()
-  clone_fn = _make_clone_fn(config, setup, iterator, _network_fn(config, setup), input_wait)
+  clone_fn = _make_clone_fn(setup, iterator, _network_fn(setup), input_wait)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
   if config.trainable_scopes:
@@ -240,9 +247,9 @@ def build_training_graph(config, setup):
   precise = (precise_bn.PreciseBatchNorm(deployed.clones, config.precise_bn_batches)
              if config.precise_bn_batches else None)
   return TrainGraph(train_op, summary_op, global_step, optimizer,
-                    _fine_tune_init_fn(config, setup), learning_rate, input_wait.total,
+                    _fine_tune_init_fn(setup), learning_rate, input_wait.total,
                     stats, _progress_scalars(loss_scale), skips, precise,
-                    _agreement(config, setup), _data_workers(setup))
+                    _agreement(setup), _data_workers(setup))
 
 
 def _data_workers(setup):
@@ -261,7 +268,8 @@ def _data_workers(setup):
   return workers
 
 
-def _log_startup(config, setup):
+def _log_startup(setup):
+  config = setup.config
   deploy_config = setup.deploy_config
   # What the flags ask for; the Placement lines after the first step say where they ran.
   asked = ', '.join(deploy_config.clone_device(i) or 'the default device'
@@ -292,10 +300,11 @@ def _log_startup(config, setup):
     logging.info('Resuming from %s', setup.resume_checkpoint)
 
 
-def _first_step(config, setup, run_metadata, summary_writer):
+def _first_step(setup, run_metadata, summary_writer):
   """After the first (traced) step: where the clones really ran, not where the flags
   asked; the run's flags and topology in TensorBoard (the chief's writer)."""
-  run_record.write_run_summaries(config, setup, summary_writer)
+  config = setup.config
+  run_record.write_run_summaries(setup, summary_writer)
   placements = placement.clone_placement(run_metadata, setup.deploy_config)
   for line in placement.describe_placement(placements):
     logging.info('Placement: %s', line)
@@ -327,8 +336,9 @@ def _loop_timeouts(config):
                       stop_grace_secs=config.stop_grace_secs)
 
 
-def _too_many_damaged(config, setup, skips):
+def _too_many_damaged(setup, skips):
   """The one line that ends a run whose damaged videos passed --max_damaged_fraction."""
+  config = setup.config
   damaged = skips.damaged()
   video_id, (shard, frames, total) = sorted(damaged.items())[0]
   return DataError(
@@ -364,9 +374,10 @@ def _log_precise_bn_skipped(config, graph, finished):
                'no step trained in this run')
 
 
-def _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks):
+def _run_loop(setup, graph, step_fn, stop_event, absent_tasks):
   """supervised_train with the graph; a damaged record shard ends it with one line
   (DamagedShards: the file, what is wrong, the command that rebuilds it)."""
+  config = setup.config
   session_config = make_session_config(
       setup.deploy_config, gpu_allow_growth=config.gpu_allow_growth,
       gpu_memory_fraction=config.gpu_memory_fraction,
@@ -402,26 +413,26 @@ def train(config, stop_event=None, absent_tasks=None):
       not decode than --max_damaged_fraction allows (the chief saved a checkpoint first).
   """
   setup = check_train_config(config)
-  _log_startup(config, setup)
-  run_record.start_run(config, setup)
+  _log_startup(setup)
+  run_record.start_run(setup)
   with tf.Graph().as_default():
-    graph = build_training_graph(config, setup)
+    graph = build_training_graph(setup)
     step_fn = ProgressStep(optimization.examples_per_worker_step(config),
                            number_of_steps=config.max_number_of_steps,
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
                            input_wait=graph.input_wait, scalars=graph.progress_scalars,
-                           on_first_step=functools.partial(_first_step, config, setup),
+                           on_first_step=functools.partial(_first_step, setup),
                            worker_stats=graph.worker_stats,
                            cluster=_cluster_progress(config, graph.worker_stats),
                            skips=graph.skips, summary_op=graph.summary_op,
                            summary_cadence=Cadence(setup.save_summaries_steps,
                                                    config.save_summaries_secs),
                            data_workers=graph.data_workers)
-    finished = _run_loop(config, setup, graph, step_fn, stop_event, absent_tasks)
+    finished = _run_loop(setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:
-    raise _too_many_damaged(config, setup, graph.skips)
+    raise _too_many_damaged(setup, graph.skips)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; %s', step_fn.last_global_step,
                'checkpoint %s' % checkpoint if config.is_chief

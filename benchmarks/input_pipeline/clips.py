@@ -28,13 +28,16 @@ def training_graph(records_dir, settings, consumer=None):
   tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
   from datasets.inputs import clip_input  # pylint: disable=import-outside-toplevel
+  from datasets.inputs.input_settings import (  # pylint: disable=import-outside-toplevel
+      InputSettings)
   split = dataset_factory.get_dataset('video_folder', 'train', records_dir)
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
-    dataset = clip_input.build_clip_dataset(
-        split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
-        crop_size=settings.crop_size, is_training=True, num_readers=settings.num_readers,
-        num_parallel_calls=settings.num_parallel_calls, deferred=consumer != 'float')
+    dataset = clip_input.build_clip_dataset(split, InputSettings(
+        batch_size=settings.batch_size, clip_frames=settings.clip_frames,
+        image_size=settings.crop_size, num_readers=settings.num_readers,
+        num_parallel_calls=settings.num_parallel_calls, deferred=consumer != 'float'),
+                                            is_training=True)
     batch = tf.data.make_one_shot_iterator(dataset).get_next()
     if consumer == 'cpu':
       fetch = tf.reduce_sum(clip_input.finish_clips(batch[0], 'rgb', batch[2]))

@@ -129,14 +129,15 @@ def _eval_graph(records_dir, settings):
   tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
   from datasets.inputs import clip_input  # pylint: disable=import-outside-toplevel
+  from datasets.inputs.input_settings import (  # pylint: disable=import-outside-toplevel
+      InputSettings, Sampling)
   split = dataset_factory.get_dataset('video_folder', 'test', records_dir)
   graph = tf.Graph()
   with graph.as_default(), tf.device('/device:CPU:0'):
-    dataset = clip_input.build_clip_dataset(
-        split, batch_size=1, clip_frames=settings.clip_frames, crop_size=settings.crop_size,
-        is_training=False, num_readers=settings.num_readers,
-        num_parallel_calls=settings.num_parallel_calls, num_epochs=1000000,
-        eval_frames=settings.eval_frames, deferred=True)
+    dataset = clip_input.build_clip_dataset(split, InputSettings.for_sampling(
+        Sampling.first_frames(settings.eval_frames, settings.crop_size), batch_size=1,
+        num_readers=settings.num_readers, num_parallel_calls=settings.num_parallel_calls,
+        num_epochs=1000000, deferred=True), is_training=False)
     fetch = tf.data.make_one_shot_iterator(dataset).get_next()[0][0, 0, 0, 0, 0]
   return graph, fetch
 

@@ -8,8 +8,8 @@ length, and only the JPEGs at those indices are decoded, each distinct frame onl
 1-frame video looped to 64 frames is one decode).
 
     with tf.device('/device:CPU:0'):
-      dataset = build_clip_dataset(split, batch_size=6, clip_frames=64, crop_size=224,
-                                   is_training=True, modality='rgb')
+      settings = InputSettings(batch_size=6, image_size=224, clip_frames=64)
+      dataset = build_clip_dataset(split, settings, is_training=True)
       clips, labels = tf.data.make_one_shot_iterator(dataset).get_next()
 
 Training uses `deferred=True`: the pipeline emits uint8 clips and one flip bit per clip,
@@ -60,45 +60,43 @@ ends with the reports of the clips dropped before it (damaged_frames.carry_damag
 
 from datasets.formats import checked_decode, video_records
 from datasets.inputs import clip_reader, damaged_frames, record_files
+from datasets.inputs.input_settings import Sampling
 from tf_compat import tf
+
+_SHUFFLE_BUFFER = 64   # videos, when InputSettings.shuffle_buffer_size is None
 
 # Second word of the stateless seed of each random choice of a training clip.
 _START, _OFFSET_Y, _OFFSET_X, _FLIP = range(4)
 
 
-def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_training,
-                       modality=None, num_readers=4, num_parallel_calls=4, service=None,
-                       shuffle_buffer_size=64, num_epochs=None, drop_remainder=True, seed=None,
-                       num_shards=1, shard_index=0, labels_offset=0, eval_frames=None,
-                       eval_clips=None, prefetch_batches=2, deferred=False, skips=None,
-                       repeat_first_frame=False, random_flip=True, report_damaged=False):
+def build_clip_dataset(split, settings, *, is_training, skips=None):
   """Builds the dataset of clip batches of one split, sampled as the module docstring says.
 
   Pipeline: interleaved readers of this shard's indexes (an entry per video) -> repeat ->
   one parallel map (sample, read the chunks of the chosen frames, decode, crop, flip, scale)
-  -> batch -> prefetch; training shuffles files and videos. ValueError: a bad argument.
+  -> batch -> prefetch; training shuffles files and videos. ValueError: a bad setting.
 
   Args:
-    split: a DatasetSplit of clip records; batch_size: videos per batch (one clone's batch).
-    clip_frames: frames per clip (training and eval_clips); crop_size: output height, width.
+    split: a DatasetSplit of clip records.
+    settings: an InputSettings (`input_settings`); the clip fields: batch_size (videos
+      per batch, one clone's), clip_frames (training's frames per clip), image_size (the
+      crop's height and width), sampling (evaluation: a Sampling, the first N frames or K
+      clips of its clip_frames per video; None: 1 clip), modality ('rgb', 3 channels, or
+      'flow', 2: u, v; None: the split's, else 'rgb'), num_readers (shard indexes read at
+      once), num_parallel_calls (clips read in parallel), shuffle_buffer_size (videos,
+      training; None: 64), num_epochs (None: forever when training, 1 otherwise),
+      drop_remainder (a static batch dimension), prefetch_batches, seed (file order,
+      record shuffle, starts, crops and flips; without it training is random and tf.data
+      may return elements as soon as they are ready), num_shards and shard_index (every
+      num_shards-th file from shard_index, needs num_shards files or more),
+      labels_offset (subtracted from labels), random_flip (training flips half the
+      clips; off when a mirror changes the label), repeat_first_frame (ablation: every
+      frame of a clip is its first), deferred (uint8 clips 0..255, unflipped, with each
+      training clip's flip bit: `finish_clips` on the consumer's device gives exactly
+      deferred=False's float32 clips), report_damaged and service (frames that do not
+      decode, see the module docstring).
     is_training: random start, crop and flip, shuffled order; else centre crop, fixed order.
-    modality: 'rgb' (3 channels) or 'flow' (2: u, v); None: `split.modality`, else 'rgb'.
-    num_readers: shard indexes read at once; num_parallel_calls: clips read in parallel.
-    shuffle_buffer_size: videos in the shuffle buffer (training only).
-    num_epochs: passes over the data; None repeats forever when training, 1 otherwise.
-    drop_remainder: drop a last partial batch (a static batch dimension); prefetch_batches:
-      batches prepared ahead of the consumer.
-    seed: seeds file order, record shuffle, starts, crops and flips (training). Without it
-      training is random and tf.data may return elements as soon as they are ready.
-    num_shards, shard_index: every num_shards-th file from shard_index (needs num_shards
-      files or more), so workers read disjoint files. labels_offset: subtracted from labels.
-    eval_frames, eval_clips: evaluation only, at most one: one clip of the first N frames,
-      or K clips of clip_frames, per video; with neither, evaluation uses eval_clips=1.
-    random_flip: training flips half the clips; off when a mirror changes the label.
-    repeat_first_frame: ablation: every frame of a clip is its first (appearance, no motion).
-    deferred: emit uint8 clips (0..255), unflipped, with each training clip's flip bit;
-      `finish_clips` on the consumer's device gives exactly deferred=False's float32 clips.
-    skips, report_damaged, service: frames that do not decode, see the module docstring.
+    skips: training: the damaged_frames.SkipCounter told of every clip dropped.
 
   Returns:
     tf.data.Dataset of
@@ -108,24 +106,25 @@ def build_clip_dataset(split, *, batch_size, clip_frames=64, crop_size=224, is_t
     in [-1, 1], batch static when drop_remainder is True. deferred=True: clips are uint8
     and training elements are (clips, labels, flips bool [batch]).
   """
+  shuffle_buffer_size = settings.shuffle_buffer_size or _SHUFFLE_BUFFER
   record_files.check_positive(
-      batch_size=batch_size, clip_frames=clip_frames, crop_size=crop_size,
-      num_readers=num_readers, num_parallel_calls=num_parallel_calls,
-      shuffle_buffer_size=shuffle_buffer_size, num_shards=num_shards,
-      prefetch_batches=prefetch_batches)
-  modality = _resolve_modality(split, modality)
-  eval_frames, eval_clips = _resolve_eval_sampling(is_training, eval_frames, eval_clips)
-  record_files.check_arguments(split, num_epochs, num_shards, shard_index, labels_offset)
-  records = _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
-                     num_shards, shard_index, service)
-  sample = (_training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
-                              repeat_first_frame, random_flip) if is_training else
-            _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames,
-                          eval_clips, deferred, repeat_first_frame, report_damaged))
-  dataset = _mapped(records, sample, num_parallel_calls, is_training, skips, service)
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(prefetch_batches)
+      batch_size=settings.batch_size, clip_frames=settings.clip_frames,
+      crop_size=settings.image_size, num_readers=settings.num_readers,
+      num_parallel_calls=settings.num_parallel_calls, shuffle_buffer_size=shuffle_buffer_size,
+      num_shards=settings.num_shards, prefetch_batches=settings.prefetch_batches)
+  modality = _resolve_modality(split, settings.modality)
+  sampling = _eval_sampling(is_training, settings)
+  record_files.check_arguments(split, settings.num_epochs, settings.num_shards,
+                               settings.shard_index, settings.labels_offset)
+  records = _records(split, is_training, settings, shuffle_buffer_size)
+  sample = (_training_sampler(modality, settings) if is_training else
+            _eval_sampler(modality, sampling, settings))
+  dataset = _mapped(records, sample, settings.num_parallel_calls, is_training, skips,
+                    settings.service)
+  dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
+  dataset = dataset.prefetch(settings.prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
-      deterministic=not is_training or seed is not None))
+      deterministic=not is_training or settings.seed is not None))
 
 
 def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
@@ -139,17 +138,17 @@ def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
   return damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
 
 
-def _records(split, is_training, num_epochs, num_readers, shuffle_buffer_size, seed,
-             num_shards, shard_index, service):
+def _records(split, is_training, settings, shuffle_buffer_size):
   """This shard's videos, (shard path, serialized index entry) each, repeated: when
   training num_epochs times (None: forever), each paired with an int64 key of
   `Dataset.random(seed)` for its random choices; when evaluating num_epochs times or once."""
-  files = record_files.input_files(split, num_shards, shard_index)
-  records = clip_reader.video_entries(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed, service)
+  files = record_files.input_files(split, settings.num_shards, settings.shard_index)
+  records = clip_reader.video_entries(files, is_training, settings.num_readers,
+                                      shuffle_buffer_size, settings.seed, settings.service)
   if not is_training:
-    return records.repeat(num_epochs or 1)
-  return tf.data.Dataset.zip((records.repeat(num_epochs), tf.data.Dataset.random(seed=seed)))
+    return records.repeat(settings.num_epochs or 1)
+  return tf.data.Dataset.zip((records.repeat(settings.num_epochs),
+                              tf.data.Dataset.random(seed=settings.seed)))
 
 
 def _resolve_modality(split, modality):
@@ -165,28 +164,24 @@ def _resolve_modality(split, modality):
   return modality
 
 
-def _resolve_eval_sampling(is_training, eval_frames, eval_clips):
-  """-> (eval_frames, eval_clips) with at most one set; (None, 1) when evaluating by default."""
-  for name, value in (('eval_frames', eval_frames), ('eval_clips', eval_clips)):
-    if value is None:
-      continue
-    if is_training:
-      raise ValueError('%s=%r is not accepted when is_training=True: it chooses the '
-                       'evaluation sampling; use None' % (name, value))
-    record_files.check_positive(**{name: value})
-  if eval_frames is not None and eval_clips is not None:
-    raise ValueError('eval_frames=%r and eval_clips=%r are not accepted together: set one '
-                     '(first N frames, or K clips of clip_frames) or neither (1 clip)'
-                     % (eval_frames, eval_clips))
-  if not is_training and eval_frames is None and eval_clips is None:
-    eval_clips = 1
-  return eval_frames, eval_clips
+def _eval_sampling(is_training, settings):
+  """The Sampling evaluation cuts each video by (settings.sampling, else 1 clip); None
+  when training, which takes no Sampling."""
+  if is_training:
+    if settings.sampling is not None:
+      raise ValueError('sampling=%s is not accepted when is_training=True: it chooses the '
+                       'evaluation sampling; use None' % settings.sampling.describe())
+    return None
+  return settings.sampling or Sampling(eval_frames=None, eval_clips=1,
+                                       clip_frames=settings.clip_frames,
+                                       crop_size=settings.image_size)
 
 
-def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
-                      repeat_first_frame, random_flip):
+def _training_sampler(modality, settings):
   """-> map function ((shard, index entry), key int64) -> (clip [T, crop, crop, C],
   label[, flip]) + damaged_frames.EXTRA_ITEMS, for skip_damaged."""
+  clip_frames, crop_size, deferred = (settings.clip_frames, settings.image_size,
+                                      settings.deferred)
 
   def sample(record, key):
     shard, serialized = record
@@ -198,15 +193,16 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
                                          minval=0, maxval=maxval, dtype=tf.int32)
 
     num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
-    indices = (uniform(num_frames, _START) + _offsets(clip_frames, repeat_first_frame)
+    indices = (uniform(num_frames, _START) + _offsets(clip_frames,
+                                                      settings.repeat_first_frame)
                ) % num_frames
 
     def random_offsets(height, width):
       return (uniform(height - crop_size + 1, _OFFSET_Y),
               uniform(width - crop_size + 1, _OFFSET_X))
 
-    flip = tf.equal(uniform(2, _FLIP), 1) if random_flip else tf.constant(False)
-    label = video['label'] - labels_offset
+    flip = tf.equal(uniform(2, _FLIP), 1) if settings.random_flip else tf.constant(False)
+    label = video['label'] - settings.labels_offset
     clip, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
                                        random_offsets, None if deferred else flip)
     element = (clip, label, flip) if deferred else (finish_clips(clip, modality), label)
@@ -215,10 +211,11 @@ def _training_sampler(modality, clip_frames, crop_size, labels_offset, deferred,
   return sample
 
 
-def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, eval_clips,
-                  deferred, repeat_first_frame, report_damaged):
+def _eval_sampler(modality, sampling, settings):
   """-> map function (shard, index entry) -> (clips, label, video_id[, damage]), centre
-  crop, no flip."""
+  crop, no flip, as `sampling` (a Sampling) cuts each video."""
+  crop_size, clip_frames = sampling.crop_size, sampling.clip_frames
+  repeat_first_frame, report_damaged = settings.repeat_first_frame, settings.report_damaged
 
   def centre_offsets(height, width):
     return (height - crop_size) // 2, (width - crop_size) // 2
@@ -226,10 +223,10 @@ def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, 
   def sample(shard, serialized):
     video = video_records.parse_index_entry(serialized)
     num_frames = tf.cast(video['frame_bounds'][-1], tf.int32)
-    if eval_frames is not None:
-      indices = _offsets(eval_frames, repeat_first_frame) % num_frames   # [N]
+    if sampling.eval_frames is not None:
+      indices = _offsets(sampling.eval_frames, repeat_first_frame) % num_frames   # [N]
     else:
-      starts = _uniform_clip_starts(num_frames, clip_frames, eval_clips)  # [K]
+      starts = _uniform_clip_starts(num_frames, clip_frames, sampling.eval_clips)  # [K]
       indices = (starts[:, None] + _offsets(clip_frames, repeat_first_frame)[None, :]
                  ) % num_frames
     clips, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
@@ -239,9 +236,9 @@ def _eval_sampler(modality, clip_frames, crop_size, labels_offset, eval_frames, 
       with tf.control_dependencies([tf.debugging.Assert(
           tf.equal(tf.size(undecoded), 0), ['video', video['video_id'], damage])]):
         clips = tf.identity(clips)
-    if not deferred:
+    if not settings.deferred:
       clips = finish_clips(clips, modality)
-    element = (clips, video['label'] - labels_offset, video['video_id'])
+    element = (clips, video['label'] - settings.labels_offset, video['video_id'])
     return element + (damage,) if report_damaged else element
 
   return sample

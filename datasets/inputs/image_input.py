@@ -4,8 +4,8 @@ The caller makes the iterator (`tf.data.make_one_shot_iterator` or an initializa
 and chooses the device, normally the CPU of the worker:
 
     with tf.device('/job:worker/task:0/cpu:0'):
-      dataset = build_image_dataset(split, batch_size=32, image_size=28,
-                                    preprocessing_name='lenet', is_training=True)
+      settings = InputSettings(batch_size=32, image_size=28, preprocessing_name='lenet')
+      dataset = build_image_dataset(split, settings, is_training=True)
       images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
 """
 
@@ -13,12 +13,10 @@ from datasets.formats import checked_decode, image_records
 from datasets.inputs import image_preprocessing, record_files
 from tf_compat import tf
 
+_SHUFFLE_BUFFER = 1000   # examples, when InputSettings.shuffle_buffer_size is None
 
-def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is_training,
-                        num_readers=4, num_preprocessing_threads=4, shuffle_buffer_size=1000,
-                        num_epochs=None, drop_remainder=True, seed=None, num_shards=1,
-                        shard_index=0, labels_offset=0, prefetch_batches=2,
-                        report_damaged=False, service=None):
+
+def build_image_dataset(split, settings, *, is_training):
   """Builds the dataset of (images, labels) batches of one split.
 
   Pipeline: shard files (a disjoint subset per shard_index) -> shuffled file order when
@@ -27,53 +25,55 @@ def build_image_dataset(split, *, batch_size, image_size, preprocessing_name, is
 
   Args:
     split: a DatasetSplit.
-    batch_size: images per batch.
-    image_size: output height and width.
-    preprocessing_name: a name from image_preprocessing.list_preprocessing().
+    settings: an InputSettings (`input_settings`); the image fields: batch_size,
+      image_size (output height and width), preprocessing_name (a name from
+      image_preprocessing.list_preprocessing()), num_readers, num_parallel_calls
+      (parallel decode + preprocess calls), shuffle_buffer_size (training; None: 1000),
+      num_epochs (None repeats forever; evaluation passes 1), drop_remainder, seed (with
+      a seed, or when not training, the order is deterministic), num_shards and
+      shard_index (every num_shards-th file from shard_index: cluster workers read
+      disjoint files; needs at least num_shards files), labels_offset (subtracted from
+      every label), prefetch_batches, service (the tf.data service runs it) and
+      report_damaged: each element ends with where string [batch] ('record N of <shard
+      file>') and damage string [batch] ('' or why the image could not be used: it does
+      not decode; its image is then a blank one). Without it such an image fails the
+      pipeline.
     is_training: training shuffles and uses the random (augmenting) preprocessing.
-    num_readers: shard files read at once.
-    num_preprocessing_threads: parallel decode + preprocess calls.
-    shuffle_buffer_size: examples in the shuffle buffer (training only).
-    num_epochs: passes over the data; None repeats forever (training). Evaluation passes 1.
-    drop_remainder: drop a last partial batch, giving a static batch dimension.
-    seed: shuffle seed. With a seed, or when not training, the order is deterministic;
-      training without a seed lets tf.data return elements as soon as they are ready.
-    num_shards, shard_index: keep every num_shards-th file starting at shard_index, so
-      cluster workers read disjoint files. Needs at least num_shards files.
-    labels_offset: subtracted from every label (e.g. 1 to drop a background class 0).
-    prefetch_batches: batches prepared ahead of the consumer.
-    report_damaged: evaluation: each element ends with where string [batch] ('record N of
-      <shard file>') and damage string [batch] ('' or why the image could not be used: it
-      does not decode; its image is then a blank one). Without it such an image fails
-      the pipeline. service: ServiceSettings when the tf.data service runs it, or None.
 
   Returns:
     tf.data.Dataset of (images float32 [batch, image_size, image_size, C],
     labels int64 [batch][, where, damage]); batch is static when drop_remainder is True.
   """
-  record_files.check_positive(batch_size=batch_size, image_size=image_size, num_readers=num_readers,
-                  prefetch_batches=prefetch_batches,
-                  num_preprocessing_threads=num_preprocessing_threads,
-                  shuffle_buffer_size=shuffle_buffer_size, num_shards=num_shards)
-  record_files.check_arguments(split, num_epochs, num_shards, shard_index, labels_offset)
-  preprocess = image_preprocessing.get_preprocessing(preprocessing_name, is_training)
-  files = record_files.input_files(split, num_shards, shard_index)
+  shuffle_buffer_size = settings.shuffle_buffer_size or _SHUFFLE_BUFFER
+  record_files.check_positive(
+      batch_size=settings.batch_size, image_size=settings.image_size,
+      num_readers=settings.num_readers, prefetch_batches=settings.prefetch_batches,
+      num_parallel_calls=settings.num_parallel_calls,
+      shuffle_buffer_size=shuffle_buffer_size, num_shards=settings.num_shards)
+  record_files.check_arguments(split, settings.num_epochs, settings.num_shards,
+                               settings.shard_index, settings.labels_offset)
+  preprocess = image_preprocessing.get_preprocessing(settings.preprocessing_name,
+                                                     is_training)
+  files = record_files.input_files(split, settings.num_shards, settings.shard_index)
+  size, offset, report_damaged = (settings.image_size, settings.labels_offset,
+                                  settings.report_damaged)
 
   def parse_and_preprocess(serialized, *origin):
     if not report_damaged:
       image, label = image_records.parse_image_example(serialized, split.num_channels)
-      return preprocess(image, image_size, image_size), label - labels_offset
+      return preprocess(image, size, size), label - offset
     image, label, where, damage = _parse_checked(serialized, split.num_channels, *origin)
-    return preprocess(image, image_size, image_size), label - labels_offset, where, damage
+    return preprocess(image, size, size), label - offset, where, damage
 
-  dataset = record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                      seed, with_origin=report_damaged, service=service)
-  dataset = dataset.repeat(num_epochs)
-  dataset = dataset.map(parse_and_preprocess, num_parallel_calls=num_preprocessing_threads)
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  dataset = dataset.prefetch(prefetch_batches)
-  return dataset.with_options(record_files.pipeline_options(deterministic=not is_training or
-                                               seed is not None))
+  dataset = record_files.read_records(files, is_training, settings.num_readers,
+                                      shuffle_buffer_size, settings.seed,
+                                      with_origin=report_damaged, service=settings.service)
+  dataset = dataset.repeat(settings.num_epochs)
+  dataset = dataset.map(parse_and_preprocess, num_parallel_calls=settings.num_parallel_calls)
+  dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
+  dataset = dataset.prefetch(settings.prefetch_batches)
+  return dataset.with_options(record_files.pipeline_options(
+      deterministic=not is_training or settings.seed is not None))
 
 
 def _parse_checked(serialized, num_channels, file_name, index):

@@ -1,11 +1,13 @@
-"""The input registry: one training input per kind of data (image or video), never a branch.
+"""The input registry: one input per kind of data (image or video), for training,
+evaluation and serving alike, never a branch.
 
     pipeline = input_factory.get_input(split.kind)        # 'image' or 'video'
     dataset = pipeline.dataset(split, settings)           # on the inputs device
     inputs, labels = pipeline.finish(iterator.get_next(), split)   # on the clone's device
+    dataset = pipeline.eval_dataset(split, settings)      # evaluation, serving
 
-An input has four steps, and a counter of what it skips, so the trainer needs no
-`if video` anywhere:
+An input has four training steps, an evaluation mode and a counter of what it skips, so
+neither the trainer nor evaluation needs an `if video` anywhere:
   dataset   the tf.data pipeline of one clone's batches, built on the worker's input device
             (CPU): what it yields is the input's own business (images and labels; or uint8
             clips, labels and a flip bit per clip); `skips`, a damaged_frames.SkipCounter,
@@ -20,6 +22,12 @@ An input has four steps, and a counter of what it skips, so the trainer needs no
             clips side by side, flow shown as u, v and a grey third channel) under the
             clip's class (`label_strip`);
   describe  one line for the start-up log;
+  eval_dataset  evaluation's and serving's pipeline (`evaluation.loop`, `serving`): every
+            example once, in order, centre-cropped (clips: as settings.sampling cuts each
+            video), float32 in [-1, 1]; elements (inputs, labels, ids, damage): ids name
+            each example ('record N of <shard>', a video id), damage is '' or why it could
+            not be used (it does not decode: it is then zeros, and left out of the scores);
+  unit      what one example is called in progress lines and messages: 'images', 'videos';
   skip_counter(limit)  the damaged_frames.SkipCounter `dataset` reports skipped examples
             to (clips with a frame that does not decode), or None when the input skips
             nothing (images).
@@ -29,11 +37,11 @@ both modalities.
 """
 
 import dataclasses
-from typing import Optional
 
 from datasets.formats import dataset_split
 from datasets.inputs import (clip_input, damaged_frames, image_input, label_strip,
                              service_client)
+from datasets.inputs.input_settings import InputSettings
 from tf_compat import tf
 
 __all__ = ['IMAGE', 'VIDEO', 'InputSettings', 'register_input', 'get_input', 'list_inputs',
@@ -44,60 +52,26 @@ MAX_SUMMARY_EXAMPLES = 2   # images or clips shown per summary
 MONTAGE_FRAMES = 8         # frames of a clip shown side by side
 
 
-@dataclasses.dataclass(frozen=True)
-class InputSettings:
-  """How one clone's training batches are made (checked before, by the entry's setup).
-
-  Attributes:
-    batch_size: examples per clone batch.
-    image_size: image side, or a clip's crop side.
-    num_readers: shard files read at once.
-    num_parallel_calls: examples decoded and preprocessed in parallel.
-    num_shards, shard_index: this worker reads every num_shards-th shard file from
-      shard_index (cluster workers read disjoint files).
-    labels_offset: subtracted from every label.
-    preprocessing_name: images: the registered preprocessing (`image_preprocessing`).
-    clip_frames: clips: frames per training clip.
-    random_flip: clips: mirror half of the clips (and negate flow's u).
-    repeat_first_frame: clips: every frame replaced by the clip's first (no motion).
-    service: a service_client.ServiceSettings: the tf.data service's data workers run
-      the pipeline and the clone reads their batches (num_shards 1: the service shards);
-      None: the pipeline runs here.
-  """
-  batch_size: int
-  image_size: int
-  num_readers: int = 4
-  num_parallel_calls: int = 4
-  num_shards: int = 1
-  shard_index: int = 0
-  labels_offset: int = 0
-  preprocessing_name: Optional[str] = None
-  clip_frames: Optional[int] = None
-  random_flip: bool = True
-  repeat_first_frame: bool = False
-  service: Optional[service_client.ServiceSettings] = None
-
-
 class ImageInput:
   """Images: records -> registered preprocessing -> batches; nothing left for the clone."""
 
   kind = IMAGE
+  unit = 'images'
 
   def skip_counter(self, limit):  # pylint: disable=unused-argument
     """None: images are not skipped (an image that does not decode ends training)."""
     return None
 
   def dataset(self, split, settings, skips=None):  # pylint: disable=unused-argument
-    dataset = image_input.build_image_dataset(
-        split, batch_size=settings.batch_size, image_size=settings.image_size,
-        preprocessing_name=settings.preprocessing_name, is_training=True,
-        num_readers=settings.num_readers,
-        num_preprocessing_threads=settings.num_parallel_calls,
-        num_shards=settings.num_shards, shard_index=settings.shard_index,
-        labels_offset=settings.labels_offset, service=settings.service)
+    dataset = image_input.build_image_dataset(split, settings, is_training=True)
     if settings.service is None:
       return dataset
     return service_client.distribute(dataset, settings.service)
+
+  def eval_dataset(self, split, settings):
+    """(images, labels, 'record N of <shard>', damage) batches, each image once."""
+    return image_input.build_image_dataset(
+        split, dataclasses.replace(settings, report_damaged=True), is_training=False)
 
   def finish(self, batch, split):  # pylint: disable=unused-argument
     images, labels = batch
@@ -116,6 +90,7 @@ class ClipInput:
   """Video clips: uint8 crops and a flip bit per clip; the clone scales and mirrors them."""
 
   kind = VIDEO
+  unit = 'videos'
 
   def skip_counter(self, limit):
     """A clip with a frame that does not decode is skipped and counted here (at most
@@ -123,18 +98,20 @@ class ClipInput:
     return damaged_frames.SkipCounter(limit)
 
   def dataset(self, split, settings, skips=None):
+    # The clone finishes the clips (`finish`): the input CPU only decodes.
     dataset = clip_input.build_clip_dataset(
-        split, batch_size=settings.batch_size, clip_frames=settings.clip_frames,
-        crop_size=settings.image_size, is_training=True, num_readers=settings.num_readers,
-        num_parallel_calls=settings.num_parallel_calls, num_shards=settings.num_shards,
-        shard_index=settings.shard_index, labels_offset=settings.labels_offset,
-        deferred=True, repeat_first_frame=settings.repeat_first_frame,
-        random_flip=settings.random_flip, skips=skips, service=settings.service)
+        split, dataclasses.replace(settings, deferred=True), is_training=True, skips=skips)
     if settings.service is None:
       return dataset
     # The data workers carry the damaged clips' reports; the trainer's counter hears them.
     return damaged_frames.record_carried(service_client.distribute(dataset, settings.service),
                                          skips or damaged_frames.SkipCounter())
+
+  def eval_dataset(self, split, settings):
+    """(clips [batch, N, ...] or [batch, K, T, ...], labels, video ids, damage) batches,
+    each video once, cut as settings.sampling says."""
+    return clip_input.build_clip_dataset(
+        split, dataclasses.replace(settings, report_damaged=True), is_training=False)
 
   def finish(self, batch, split):
     clips, labels, flips = batch

@@ -5,6 +5,7 @@ NumPy arrays, and restored values are compared with those arrays.
 """
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -299,3 +300,31 @@ def test_an_unreadable_checkpoint_is_a_config_error_naming_the_flag(tmp_path, gr
   with pytest.raises(ConfigError, match='--flow_checkpoint_path=.*not a readable'):
     restore.plan_inference(str(damaged), _build('lenet', 10), _fit(),
                            flag='flow_checkpoint_path')
+
+
+def test_restore_inference_restores_the_checkpoints_values(lenet10, graph):
+  prefix, values = lenet10
+  variables = _build('lenet', 10)
+  with tf.Session(graph=graph) as sess:
+    plan = restore.restore_inference(sess, prefix, _fit())
+    for variable in variables:
+      np.testing.assert_array_equal(sess.run(variable), values[variable.op.name])
+  assert plan.global_step == 7 and _names(plan) == sorted(LENET_VARIABLES)
+
+
+def test_restore_inference_names_a_checkpoint_whose_data_is_damaged(lenet10, tmp_path,
+                                                                     graph):
+  """The plan reads the index only; data cut short since is one line naming the flag."""
+  source = os.path.dirname(lenet10[0])
+  for name in os.listdir(source):
+    shutil.copy(os.path.join(source, name), str(tmp_path / name))
+  prefix = str(tmp_path / os.path.basename(lenet10[0]))
+  (data,) = [name for name in os.listdir(str(tmp_path)) if '.data-' in name]
+  with open(str(tmp_path / data), 'r+b') as handle:
+    handle.truncate(16)
+  _build('lenet', 10)
+  with tf.Session(graph=graph) as sess:
+    with pytest.raises(ConfigError, match='--flow_checkpoint_path=%s could not be read: '
+                       % prefix) as error:
+      restore.restore_inference(sess, prefix, _fit(), flag='flow_checkpoint_path')
+  assert '\n' not in str(error.value)

@@ -6,6 +6,7 @@ import pytest
 
 from datasets import dataset_factory
 from datasets.inputs import clip_input
+from datasets.inputs.input_settings import InputSettings
 from evaluation.config import EvalConfig
 from evaluation import run
 from tests import video_testdata
@@ -25,9 +26,9 @@ def test_evaluation_reads_static_clips(tmp_path_factory, monkeypatch):
   seen = []
   build = clip_input.build_clip_dataset
 
-  def spy(*args, **kwargs):
-    seen.append(kwargs.get('repeat_first_frame'))
-    return build(*args, **kwargs)
+  def spy(split, settings, **kwargs):
+    seen.append(settings.repeat_first_frame)
+    return build(split, settings, **kwargs)
 
   monkeypatch.setattr(clip_input, 'build_clip_dataset', spy)
   data_dir = video_testdata.converted(tmp_path_factory, 'rgb')
@@ -42,7 +43,7 @@ def test_evaluation_reads_static_clips(tmp_path_factory, monkeypatch):
   assert seen and all(seen)
   split = dataset_factory.get_dataset('video_folder', 'test', data_dir)
   with tf.Graph().as_default(), tf.Session() as sess:
-    clips = sess.run(tf.data.make_one_shot_iterator(build(
-        split, batch_size=2, clip_frames=8, crop_size=video_testdata.CROP,
-        is_training=False, repeat_first_frame=True)).get_next()[0])
+    clips = sess.run(tf.data.make_one_shot_iterator(build(split, InputSettings(
+        batch_size=2, clip_frames=8, image_size=video_testdata.CROP,
+        repeat_first_frame=True), is_training=False)).get_next()[0])
   np.testing.assert_array_equal(clips, np.broadcast_to(clips[:, :, :1], clips.shape))

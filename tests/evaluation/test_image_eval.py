@@ -19,7 +19,9 @@ from PIL import Image
 
 from datasets.conversion.image_conversion import convert
 from evaluation import run
-from evaluation.image_eval import EvalConfig, evaluate
+from evaluation import image_eval
+from evaluation.config import EvalConfig
+from evaluation.setup import check_eval_config
 from nets import nets_factory
 from tf_compat import tf, slim
 from training.config import TrainConfig
@@ -28,6 +30,12 @@ from core.params import ConfigError
 from training.train import train
 from tests.evaluation import tensorboard_events as tbe
 from tests.sessions import assert_gpu_options
+
+
+def evaluate(config):
+  """image_eval.evaluate of `config`, checked as eval.py checks it."""
+  return image_eval.evaluate(check_eval_config(config))
+
 
 LENET_VARIABLES = (
     'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
@@ -283,7 +291,7 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
       expected['per_class'].tolist())
   assert [c['images'] for c in stream['per_class']] == np.bincount(labels).tolist()
 
-  text = run.summary(eval_config(digits_dir, two_clone_checkpoint), outcome)
+  text = run.summary(outcome)
   assert text.splitlines()[0] == (
       'Accuracy: %.4f (%d/360)  Recall@5: %.4f (%d/360)  (360 examples, step 40)' % (
           expected['top1'], expected['top1_correct'], expected['top5'],

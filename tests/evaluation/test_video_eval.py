@@ -117,7 +117,7 @@ def test_clips_averaged_per_video_with_moving_averages(rgb_dir, rgb_model):
   assert stream.moving_averages
   expected = reference(rgb_dir, shadows, eval_clips=2, clip_frames=8)
   check_against_reference(stream, expected, result.result.metrics['rgb'])
-  text = run.summary(cfg, result)
+  text = run.summary(result)
   assert 'video_folder/test: 6 videos, 2 clips x 8 frames, centre crop 32' in text
   assert prefix + ' (7, averaged)' in text
 
@@ -185,8 +185,7 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
       assert handle.read(8) == b'\x89PNG\r\n\x1a\n'
     assert image.size[0] > 300 and image.size[1] > 300   # drawn, not 16 pixels a cell
   assert len([tag for tag in scalars if tag.startswith('per_class_accuracy/')]) == 9
-  assert 'confusion matrix: %s' % result.confusion_paths[-1] in run.summary(
-      config(rgb_dir, rgb_prefix), result)
+  assert 'confusion matrix: %s' % result.confusion_paths[-1] in run.summary(result)
 
 
 @pytest.mark.slow

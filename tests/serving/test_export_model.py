@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from evaluation import run
+from datasets.inputs.input_settings import Sampling
 from evaluation.config import EvalConfig
 from serving import export_model
 from serving.export_model import ExportConfig, export_saved_model
@@ -78,12 +79,12 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
   np.testing.assert_allclose(outputs['top_k_probabilities'],
                              np.take_along_axis(outputs['probabilities'], best, 1))
 
-  info = read_model_info(result.version_dir)
-  assert info == result.info
+  info = read_model_info(result.version_dir)   # its sampling read back typed
+  assert info == dict(result.info, sampling=Sampling(None, 1, 8, vt.CROP))
   assert (info['checkpoint'], info['global_step'], info['moving_averages']) == (prefix, 7, True)
   assert info['input_shape'] == [None, 8, vt.CROP, vt.CROP, 3]  # i3d's pool needs the size
-  assert info['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8,
-                              'crop_size': vt.CROP}
+  assert result.info['sampling'] == {'mode': 'eval_clips', 'clips': 1, 'clip_frames': 8,
+                                     'crop_size': vt.CROP}   # as written
   assert info['decoding'] == {'short_side': vt.SHORT_SIDE, 'fps': 0.0, 'jpeg_quality': 90}
   with open(os.path.join(result.version_dir, 'assets.extra', 'labels.txt')) as exported, \
       open(os.path.join(rgb_dir, 'labels.txt')) as original:

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from datasets.inputs.input_settings import Sampling
 from serving.export_model import ExportConfig, export_saved_model
 from serving.predict_video import PredictConfig, predict_video, prepare_clips
 from tests import video_testdata as vt
@@ -16,8 +17,9 @@ from core.params import ConfigError
 
 
 def info(modality, sampling):
+  """model_info as read_model_info returns it: "sampling" read back into a Sampling."""
   return {'modality': modality, 'channels': 3 if modality == 'rgb' else 2, 'num_classes': 3,
-          'sampling': dict(sampling, crop_size=vt.CROP),
+          'sampling': Sampling.from_json(dict(sampling, crop_size=vt.CROP), 'model_info'),
           'decoding': {'short_side': vt.SHORT_SIDE, 'fps': 0.0, 'jpeg_quality': 90}}
 
 

@@ -7,11 +7,12 @@ and XLA tests.
     record.run_metadata    # the RunMetadata of the first (traced) step
 
 `seed_inputs(monkeypatch)` makes the image and clip inputs deterministic (a fixed shuffle
-and crop seed), so two runs from one checkpoint differ only in what the test changes;
+and crop seed, through `with_settings`), so two runs from one checkpoint differ only in
+what the test changes;
 `seeded_lenet_checkpoint` is such a checkpoint.
 """
 
-import functools
+import dataclasses
 import os
 
 from datasets.inputs import clip_input, image_input
@@ -41,9 +42,9 @@ def spy_on_training(monkeypatch):
         record.losses.append(float(loss))
       return loss, done
 
-  def recording_first_step(config, setup, run_metadata, summary_writer):
+  def recording_first_step(setup, run_metadata, summary_writer):
     record.run_metadata = run_metadata
-    return _FIRST_STEP(config, setup, run_metadata, summary_writer)
+    return _FIRST_STEP(setup, run_metadata, summary_writer)
   monkeypatch.setattr(train_module, 'ProgressStep', RecordingStep)
   monkeypatch.setattr(train_module, '_first_step', recording_first_step)
   return record
@@ -52,9 +53,16 @@ def spy_on_training(monkeypatch):
 def seed_inputs(monkeypatch):
   """Seeds the training inputs' shuffle and random choices (same order every run)."""
   monkeypatch.setattr(image_input, 'build_image_dataset',
-                      functools.partial(image_input.build_image_dataset, seed=SEED))
+                      with_settings(image_input.build_image_dataset, seed=SEED))
   monkeypatch.setattr(clip_input, 'build_clip_dataset',
-                      functools.partial(clip_input.build_clip_dataset, seed=SEED))
+                      with_settings(clip_input.build_clip_dataset, seed=SEED))
+
+
+def with_settings(build, **changes):
+  """`build` (a pipeline builder) with these fields of its InputSettings replaced."""
+  def patched(split, settings, **kwargs):
+    return build(split, dataclasses.replace(settings, **changes), **kwargs)
+  return patched
 
 
 def executed_kernels(run_metadata):

@@ -74,9 +74,9 @@ def _save_step(train_dir, step):
 
 def _start(train_dir, resume, **flags):
   config = TrainConfig(train_dir=str(train_dir), **flags)
-  setup = types.SimpleNamespace(resume_checkpoint=resume,
+  setup = types.SimpleNamespace(config=config, resume_checkpoint=resume,
                                 dataset=types.SimpleNamespace(num_samples=NUM_SAMPLES))
-  run_record.start_run(config, setup)
+  run_record.start_run(setup)
   return config
 
 

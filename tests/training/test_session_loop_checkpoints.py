@@ -25,7 +25,6 @@ training/checkpoint_saves.py, the summary fetch of training/progress.py), end to
 """
 
 import dataclasses
-import functools
 import hashlib
 import os
 import shutil
@@ -39,7 +38,8 @@ from datasets.inputs import image_input
 from tests import video_testdata
 from tests.deployment.test_launch_local import write_aligned_dataset
 from tests.evaluation.tensorboard_events import read_eval_dir
-from tests.training.run_spy import seed_inputs, seeded_lenet_checkpoint, spy_on_training
+from tests.training.run_spy import (seed_inputs, seeded_lenet_checkpoint, spy_on_training,
+                                    with_settings)
 from tf_compat import tf
 from training import precise_bn, train as train_module
 from training.config import TrainConfig
@@ -158,7 +158,7 @@ def test_restoring_a_checkpoint_written_between_steps_replays_the_run(tmp_path,
                                                                       monkeypatch):
   data = write_aligned_dataset(tmp_path / 'data', 16, num_shards=1)
   seed_inputs(monkeypatch)
-  monkeypatch.setattr(image_input, 'build_image_dataset', functools.partial(
+  monkeypatch.setattr(image_input, 'build_image_dataset', with_settings(
       image_input.build_image_dataset, shuffle_buffer_size=1))
   config = TrainConfig(
       dataset_name='image_folder', dataset_dir=data, model_name='lenet',

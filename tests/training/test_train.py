@@ -16,7 +16,9 @@ import pytest
 
 from datasets.conversion.image_conversion import convert
 from deployment.session.session_config import make_session_config
-from evaluation.image_eval import EvalConfig, evaluate
+from evaluation import image_eval
+from evaluation.config import EvalConfig
+from evaluation.setup import check_eval_config
 from tf_compat import tf, slim
 from checkpoints import restore
 import training.train as train_module
@@ -25,6 +27,12 @@ from training.optimization import OPTIMIZERS
 from core.params import ConfigError
 from training.progress import ProgressStep
 from training.setup import check_train_config
+
+
+def evaluate(config):
+  """image_eval.evaluate of `config`, checked as eval.py checks it."""
+  return image_eval.evaluate(check_eval_config(config))
+
 
 pytestmark = pytest.mark.slow
 
@@ -403,7 +411,7 @@ def test_every_optimizer_trains(digits_dir, tmp_path, optimizer):
                        optimizer=optimizer, label_smoothing=0.1, clip_gradient_norm=5.0)
   setup = check_train_config(config)
   with tf.Graph().as_default():
-    graph = train_module.build_training_graph(config, setup)
+    graph = train_module.build_training_graph(setup)
     init = [tf.global_variables_initializer(), tf.local_variables_initializer()]
     variables = slim.get_model_variables()
     with tf.Session(config=make_session_config(setup.deploy_config)) as sess:

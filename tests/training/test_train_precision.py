@@ -23,13 +23,21 @@ import pytest
 
 from core.params import ConfigError
 from datasets import digits
-from evaluation.image_eval import EvalConfig, evaluate
+from evaluation import image_eval
+from evaluation.config import EvalConfig
+from evaluation.setup import check_eval_config
 from tests.training.run_spy import (executed_kernels, seed_inputs, seeded_lenet_checkpoint,
                                     spy_on_training)
 from tf_compat import tf
 from training import train as train_module
 from training.config import TrainConfig
 from training.setup import check_train_config
+
+
+def evaluate(config):
+  """image_eval.evaluate of `config`, checked as eval.py checks it."""
+  return image_eval.evaluate(check_eval_config(config))
+
 
 pytestmark = pytest.mark.slow
 

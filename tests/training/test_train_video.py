@@ -101,7 +101,7 @@ def test_clones_finish_their_clips_on_their_own_device(modality, rgb_dir, flow_d
   config = video_config(rgb_dir if modality == 'rgb' else flow_dir, tmp_path)
   setup = check_train_config(config)
   with tf.Graph().as_default() as graph:
-    train_module.build_training_graph(config, setup)
+    train_module.build_training_graph(setup)
     casts = [op for op in graph.get_operations()
              if op.type == 'Cast' and op.inputs[0].dtype == tf.uint8
              and op.name.startswith('clone_')]
@@ -197,4 +197,4 @@ def test_deepmind_logits_need_excluding_for_another_class_count(rgb_dir, tmp_pat
   with tf.Graph().as_default(), pytest.raises(
       ConfigError, match=r'differ in shape .* InceptionV1/Logits/Conv3d_0c_1x1/\w+ is '
                          r'\[.*3\] in the model .*checkpoint_exclude_scopes'):
-    train_module.build_training_graph(config, setup)
+    train_module.build_training_graph(setup)

@@ -21,7 +21,7 @@ from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
 from training.config import TrainConfig
-from training.doctor.diagnosis import run_doctor
+from training.doctor.diagnosis import doctor_setup, run_doctor
 from training.doctor.settings import DoctorSettings
 
 define_flags(TrainConfig)
@@ -34,7 +34,7 @@ def main(argv):
     return errors.USAGE
   logging.set_verbosity(logging.INFO)
   try:
-    run_doctor(config_from_flags(TrainConfig, FLAGS),
+    run_doctor(doctor_setup(config_from_flags(TrainConfig, FLAGS)),
                config_from_flags(DoctorSettings, FLAGS))
   except errors.EXPECTED + (OSError,) as error:
     return errors.report(error)

@@ -1,4 +1,4 @@
-"""`run_doctor(config, settings)`: why is N clones slower than 1, on this machine.
+"""`run_doctor(doctor_setup(config), settings)`: why is N clones slower than 1, on this machine.
 
 With the trainer's checked configuration (one worker), in one run: the input pipeline
 alone, the model step on synthetic data for 1..N clones and the full training step,
@@ -20,7 +20,8 @@ from training.doctor import measure, report, verdicts
 from training.doctor.settings import check_settings
 from training.setup import check_train_config
 
-__all__ = ['Diagnosis', 'single_worker', 'diagnose', 'run_doctor', 'output_dir']
+__all__ = ['Diagnosis', 'single_worker', 'doctor_setup', 'diagnose', 'run_doctor',
+           'output_dir']
 
 _ONE_WORKER = dict(worker_replicas=1, num_ps_tasks=0, task=0, sync_replicas=False,
                    replicas_to_aggregate=1, sync_trace=False, ps_hosts=(), worker_hosts=(),
@@ -68,28 +69,29 @@ def _run_summary(config, settings):
               doctor_warmup_steps=settings.doctor_warmup_steps)
 
 
-def diagnose(config, settings, setup=None, session_config=None):
+def doctor_setup(config):
+  """The TrainSetup the doctor measures: `config` checked as one worker (cluster flags
+  set aside). Raises ConfigError for a flag that training would refuse too."""
+  return check_train_config(single_worker(config))
+
+
+def diagnose(setup, settings, session_config=None):
   """Measures and judges; returns a Diagnosis (nothing printed or written).
 
   Args:
-    config: a TrainConfig (the training's flags); cluster flags are set aside.
+    setup: the TrainSetup measured (`doctor_setup`); tests pass one with another input
+      (a starved or a synthetic one).
     settings: DoctorSettings.
-    setup: the TrainSetup of `config`; None = `check_train_config(single_worker(config))`.
-      Tests pass one with another input (a starved or a synthetic one).
     session_config: a tf.ConfigProto for every session; None = what training would use
       for each clone count. Tests pass a wrong one to see clones share a device.
-
-  Raises:
-    ConfigError: a flag that training would refuse too.
   """
-  config = single_worker(config)
-  setup = setup or check_train_config(config)
+  config = setup.config
   num_clones = config.num_clones
-  components = [measure.input_component(config, setup, session_config)]
+  components = [measure.input_component(setup, session_config)]
   for count in range(1, num_clones + 1):
     components.append(measure.step_component(
-        *measure.with_clones(config, setup, count, synthetic=True), session_config))
-  components.append(measure.step_component(config, setup, session_config))
+        measure.with_clones(setup, count, synthetic=True), session_config))
+  components.append(measure.step_component(setup, session_config))
   full = len(components) - 1
   measurements, traces = measure.measure(components, settings, trace=(full,))
   run_metadata = traces.get(full)
@@ -110,7 +112,7 @@ def output_dir(config, settings):
   return settings.doctor_dir or os.path.join(config.train_dir, 'doctor')
 
 
-def run_doctor(config, settings, setup=None, session_config=None, stream=None):
+def run_doctor(setup, settings, session_config=None, stream=None):
   """Checks, diagnoses, prints the table and verdict, writes doctor.txt, doctor.json and
   doctor.png into `output_dir`; returns the Diagnosis.
 
@@ -120,10 +122,10 @@ def run_doctor(config, settings, setup=None, session_config=None, stream=None):
   """
   check_settings(settings)
   stream = stream or sys.stdout
-  diagnosis = diagnose(config, settings, setup, session_config)
+  diagnosis = diagnose(setup, settings, session_config)
   stream.write(report.format_text(diagnosis))
   stream.flush()
-  directory = output_dir(config, settings)
+  directory = output_dir(setup.config, settings)
   os.makedirs(directory, exist_ok=True)
   paths = report.write(diagnosis, directory)
   stream.write('Wrote %s\n' % ', '.join(paths))

@@ -113,21 +113,21 @@ def session_config_for(config, deploy_config):
   return xla.session_config(session_config) if config.xla else session_config
 
 
-def with_clones(config, setup, num_clones, synthetic):
-  """(config, setup) of one worker with `num_clones` clones, on SyntheticInput if asked.
+def with_clones(setup, num_clones, synthetic):
+  """`setup` of one worker with `num_clones` clones (its config's too), on SyntheticInput
+  if asked.
 
   The deployment keeps the config's clone_on_cpu; the global batch and the schedule's
   steps follow the clone count as check_train_config would compute them.
   """
-  config = dataclasses.replace(config, num_clones=num_clones)
+  config = dataclasses.replace(setup.config, num_clones=num_clones)
   deploy_config = model_deploy.DeploymentConfig(num_clones=num_clones,
                                                 clone_on_cpu=config.clone_on_cpu)
-  setup = dataclasses.replace(
-      setup, deploy_config=deploy_config,
+  return dataclasses.replace(
+      setup, config=config, deploy_config=deploy_config,
       input=SyntheticInput(setup.input) if synthetic else setup.input,
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, setup.dataset.num_samples))
-  return config, setup
 
 
 def buffered_batches(setup):
@@ -155,9 +155,10 @@ def own_service_job(setup, component):
       setup.input_settings, service=service))
 
 
-def input_component(config, setup, session_config=None):
+def input_component(setup, session_config=None):
   """The input pipeline alone: batches of setup.input pulled on the inputs device. A group
   of the batch's tensors is run, so a video batch is not copied into Python for nothing."""
+  config = setup.config
   setup = own_service_job(setup, INPUT)
   graph = tf.Graph()
   with graph.as_default():
@@ -170,16 +171,17 @@ def input_component(config, setup, session_config=None):
                    lead_in=buffered_batches(setup))
 
 
-def step_component(config, setup, session_config=None):
-  """One training step as `build_training_graph(config, setup)` builds it: SYNTHETIC when
+def step_component(setup, session_config=None):
+  """One training step as `build_training_graph(setup)` builds it: SYNTHETIC when
   setup's input is a SyntheticInput, else FULL. Variables start from their initializers
   (a fine-tuning checkpoint would not change the speed)."""
+  config = setup.config
   num_clones = setup.deploy_config.num_clones
   name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
   setup = own_service_job(setup, name)
   graph = tf.Graph()
   with graph.as_default():
-    built = build_training_graph(config, setup)
+    built = build_training_graph(setup)
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                     tf.tables_initializer())
   examples = config.batch_size * num_clones * config.num_micro_batches

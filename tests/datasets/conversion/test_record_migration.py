@@ -18,6 +18,7 @@ from datasets import dataset_factory
 from datasets.conversion import record_migration
 from datasets.conversion.record_migration import RecordMigration, migrate_video_records
 from datasets.inputs import clip_input
+from datasets.inputs.input_settings import InputSettings, Sampling
 from tests import video_testdata as vt
 from tf_compat import tf
 
@@ -64,8 +65,8 @@ def test_the_migrated_data_trains_and_evaluates(tmp_path):
   migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=4))
   split = dataset_factory.get_dataset('video_folder', 'test', new)
   with tf.Graph().as_default(), tf.Session() as sess:
-    dataset = clip_input.build_clip_dataset(split, batch_size=2, clip_frames=6, crop_size=16,
-                                            is_training=False, eval_frames=6, deferred=True)
+    dataset = clip_input.build_clip_dataset(split, InputSettings.for_sampling(
+        Sampling.first_frames(6, 16), batch_size=2, deferred=True), is_training=False)
     clips, labels, ids = sess.run(tf.data.make_one_shot_iterator(dataset).get_next())
   for clip, video_id in zip(clips, ids):
     first = np.asarray(Image.open(io.BytesIO(frames[video_id.decode()][0])))[:, 2:18]

@@ -19,6 +19,8 @@ from PIL import Image
 from datasets.conversion import video_shards
 from datasets.formats import dataset_split, shards, video_records
 from datasets.inputs import clip_input
+from datasets.inputs.input_settings import InputSettings, Sampling
+from datasets.conversion import shard_writer
 from tf_compat import tf
 
 CROP = 32
@@ -112,17 +114,25 @@ def _batches(make_dataset, limit=None):
 
 
 def _training(split, **overrides):
-  arguments = dict(batch_size=4, clip_frames=8, crop_size=CROP, is_training=True,
-                   num_readers=2, num_parallel_calls=2, shuffle_buffer_size=8, seed=1)
-  arguments.update(overrides)
-  return lambda: clip_input.build_clip_dataset(split, **arguments)
+  fields = dict(batch_size=4, clip_frames=8, image_size=CROP, num_readers=2,
+                num_parallel_calls=2, shuffle_buffer_size=8, seed=1)
+  fields.update(overrides)
+  return lambda: clip_input.build_clip_dataset(split, InputSettings(**fields),
+                                               is_training=True)
 
 
-def _evaluation(split, **overrides):
-  arguments = dict(batch_size=2, clip_frames=8, crop_size=CROP, is_training=False,
-                   num_readers=2, num_parallel_calls=2, drop_remainder=False)
-  arguments.update(overrides)
-  return lambda: clip_input.build_clip_dataset(split, **arguments)
+def _evaluation(split, eval_frames=None, eval_clips=None, **overrides):
+  """Evaluation's pipeline: the first `eval_frames` frames or `eval_clips` clips of
+  clip_frames per video (neither: the builder's 1 clip)."""
+  fields = dict(batch_size=2, clip_frames=8, image_size=CROP, num_readers=2,
+                num_parallel_calls=2, drop_remainder=False)
+  fields.update(overrides)
+  if eval_frames is not None or eval_clips is not None:
+    sampling = Sampling(eval_frames, eval_clips, eval_frames or fields['clip_frames'],
+                        fields['image_size'])
+    fields.update(clip_frames=sampling.clip_frames, sampling=sampling)
+  return lambda: clip_input.build_clip_dataset(split, InputSettings(**fields),
+                                               is_training=False)
 
 
 def _pixels(clip):
@@ -382,8 +392,8 @@ def test_labels_offset(rgb):
 @pytest.mark.parametrize('overrides, message', [
     ({'batch_size': 0}, 'batch_size=0'),
     ({'clip_frames': 0}, 'clip_frames=0'),
-    ({'crop_size': -1}, 'crop_size=-1'),
-    ({'eval_frames': 4, 'eval_clips': 2}, 'eval_frames=4 and eval_clips=2 .* set one'),
+    ({'image_size': -1}, 'crop_size=-1'),
+    ({'eval_frames': 4, 'eval_clips': 2}, 'one of eval_frames=4 and eval_clips=2 is set'),
     ({'eval_clips': 0}, 'eval_clips=0 .* positive integer'),
     ({'modality': 'depth'}, "modality='depth' .* use one of flow, rgb"),
     ({'num_shards': 4, 'shard_index': 0}, 'num_shards=4 .* has 3'),
@@ -395,9 +405,9 @@ def test_bad_arguments(rgb, overrides, message):
 
 
 def test_evaluation_sampling_is_refused_in_training(rgb):
-  with tf.Graph().as_default(), pytest.raises(ValueError, match='eval_frames=4 .* '
+  with tf.Graph().as_default(), pytest.raises(ValueError, match='sampling=first 4 frames.* '
                                                                'is_training=True'):
-    _training(rgb[0], eval_frames=4)()
+    _training(rgb[0], clip_frames=4, sampling=Sampling.first_frames(4, CROP))()
 
 
 def test_modality_must_match_the_split(rgb):

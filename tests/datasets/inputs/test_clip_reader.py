@@ -16,6 +16,7 @@ from PIL import Image
 from datasets.conversion import video_shards
 from datasets.formats import damaged_shards, dataset_split, shards, video_records
 from datasets.inputs import clip_input, clip_reader
+from datasets.inputs.input_settings import InputSettings
 from tf_compat import tf
 
 CHUNK = 8
@@ -130,9 +131,9 @@ def test_training_clips_of_a_long_video_read_about_their_frames(long_video):
       modality='rgb')
   clips = 24
   with tf.Graph().as_default(), tf.Session() as sess:
-    dataset = clip_input.build_clip_dataset(
-        split, batch_size=1, clip_frames=CLIP, crop_size=32, is_training=True,
-        num_readers=1, num_parallel_calls=1, prefetch_batches=1, seed=3, deferred=True)
+    dataset = clip_input.build_clip_dataset(split, InputSettings(
+        batch_size=1, clip_frames=CLIP, image_size=32, num_readers=1, num_parallel_calls=1,
+        prefetch_batches=1, seed=3, deferred=True), is_training=True)
     labels = tf.data.make_one_shot_iterator(dataset).get_next()[1]
     sess.run(labels)
     before = _rchar()

@@ -3,6 +3,8 @@ named once, reported by evaluation (decoding past a frame that fails:
 tests/datasets/formats/test_checked_decode.py). The damaged records are the shared synthetic
 ones with JPEG bytes cut in half (tests/damaged_data.py)."""
 
+import dataclasses
+import io
 import logging
 import os
 
@@ -11,6 +13,7 @@ import pytest
 
 from datasets import dataset_factory
 from datasets.inputs import clip_input, damaged_frames
+from datasets.inputs.input_settings import InputSettings, Sampling
 from tests import damaged_data, video_testdata
 from tf_compat import tf
 
@@ -70,9 +73,9 @@ def test_training_skips_the_damaged_video_and_keeps_the_rest(damaged_dir):
   split = dataset_factory.get_dataset('video_folder', 'train', directory)
   skips = damaged_frames.SkipCounter()
   with tf.Graph().as_default():
-    batches = _elements(clip_input.build_clip_dataset(
-        split, batch_size=1, clip_frames=4, crop_size=32, is_training=True, num_epochs=1,
-        drop_remainder=False, num_readers=1, num_parallel_calls=1, seed=3, skips=skips))
+    batches = _elements(clip_input.build_clip_dataset(split, InputSettings(
+        batch_size=1, clip_frames=4, image_size=32, num_epochs=1, drop_remainder=False,
+        num_readers=1, num_parallel_calls=1, seed=3), is_training=True, skips=skips))
   labels = _labels(directory, 'train')
   damaged_id, shard = broken['train']
   kept = sorted(int(label) for _, batch_labels in batches for label in batch_labels)
@@ -84,11 +87,12 @@ def test_training_skips_the_damaged_video_and_keeps_the_rest(damaged_dir):
 def test_evaluation_reports_a_sampled_frame_that_does_not_decode(damaged_dir):
   directory, broken = damaged_dir
   split = dataset_factory.get_dataset('video_folder', 'test', directory)
-  arguments = dict(batch_size=3, clip_frames=4, crop_size=32, is_training=False,
-                   num_epochs=1, drop_remainder=False, num_readers=1, eval_clips=1)
+  settings = InputSettings.for_sampling(
+      Sampling(eval_frames=None, eval_clips=1, clip_frames=4, crop_size=32), batch_size=3,
+      num_epochs=1, drop_remainder=False, num_readers=1)
   with tf.Graph().as_default():
-    batches = _elements(clip_input.build_clip_dataset(split, report_damaged=True,
-                                                      **arguments))
+    batches = _elements(clip_input.build_clip_dataset(
+        split, dataclasses.replace(settings, report_damaged=True), is_training=False))
   damage = {video.decode(): (reason.decode(), clips)
             for clips_batch, _, ids, reasons in batches
             for clips, video, reason in zip(clips_batch, ids, reasons)}
@@ -102,7 +106,7 @@ def test_evaluation_reports_a_sampled_frame_that_does_not_decode(damaged_dir):
   assert [v for v, (r, _) in damage.items() if r] == [sampled_id]
   with tf.Graph().as_default():
     with pytest.raises(tf.errors.InvalidArgumentError, match=sampled_id):
-      _elements(clip_input.build_clip_dataset(split, **arguments))
+      _elements(clip_input.build_clip_dataset(split, settings, is_training=False))
 
 
 def _stream(rows):

@@ -7,6 +7,7 @@ import pytest
 
 from datasets import dataset_factory
 from datasets.inputs import image_input
+from datasets.inputs.input_settings import InputSettings
 from tf_compat import tf
 
 
@@ -27,10 +28,11 @@ def _all_batches(dataset):
 
 def _eval_dataset(split, **overrides):
   """A builder for one evaluation pass, lenet at the native 8x8 (so pixels are invertible)."""
-  arguments = dict(batch_size=50, image_size=8, preprocessing_name='lenet', is_training=False,
-                   num_epochs=1, drop_remainder=False, seed=0)
-  arguments.update(overrides)
-  return lambda: image_input.build_image_dataset(split, **arguments)
+  fields = dict(batch_size=50, image_size=8, preprocessing_name='lenet', num_epochs=1,
+                drop_remainder=False, seed=0)
+  fields.update(overrides)
+  return lambda: image_input.build_image_dataset(split, InputSettings(**fields),
+                                                 is_training=False)
 
 
 def _record_keys(images, labels):
@@ -54,9 +56,9 @@ def test_split(digits_dir):
 
 def test_training_batches(test_split):
   with tf.Graph().as_default(), tf.Session() as sess:
-    dataset = image_input.build_image_dataset(
-        test_split, batch_size=16, image_size=28, preprocessing_name='cifarnet',
-        is_training=True, num_readers=2, num_preprocessing_threads=2, shuffle_buffer_size=64)
+    dataset = image_input.build_image_dataset(test_split, InputSettings(
+        batch_size=16, image_size=28, preprocessing_name='cifarnet', num_readers=2,
+        num_parallel_calls=2, shuffle_buffer_size=64), is_training=True)
     images, labels = tf.data.make_one_shot_iterator(dataset).get_next()
     assert images.shape.as_list() == [16, 28, 28, 1] and images.dtype == tf.float32
     assert labels.shape.as_list() == [16] and labels.dtype == tf.int64
@@ -97,9 +99,9 @@ def test_worker_shards_are_disjoint_and_complete(test_split):
 def test_more_workers_than_files_is_refused(test_split):
   with pytest.raises(ValueError, match='num_shards=5 .* has 4; convert with '
                                        '--num_shards>=5'):
-    image_input.build_image_dataset(test_split, batch_size=8, image_size=8,
-                                    preprocessing_name='lenet', is_training=True,
-                                    num_shards=5, shard_index=0)
+    image_input.build_image_dataset(test_split, InputSettings(
+        batch_size=8, image_size=8, preprocessing_name='lenet', num_shards=5, shard_index=0),
+                                    is_training=True)
 
 
 def test_labels_offset(test_split):

@@ -102,3 +102,28 @@ def test_the_clip_montages_written_carry_their_class(tmp_path):
     assert read_label(pixels) == name
     montage = np.concatenate(list(np.round((clips[index] + 1) * 127.5)), axis=1)
     np.testing.assert_array_equal(pixels[label_strip.GLYPH_HEIGHT:], montage)
+
+
+@pytest.mark.parametrize('kind', [IMAGE, VIDEO])
+def test_every_input_has_an_evaluation_mode(kind):
+  pipeline = input_factory.get_input(kind)
+  assert pipeline.unit in ('images', 'videos') and callable(pipeline.eval_dataset)
+
+
+def test_image_evaluation_reports_each_image_once_with_where_it_is(digits_dir):
+  split = dataset_factory.get_dataset('digits', 'test', digits_dir)
+  settings = InputSettings(batch_size=64, image_size=28, preprocessing_name='lenet',
+                           num_epochs=1, drop_remainder=False)
+  with tf.Graph().as_default(), tf.Session() as sess:
+    batch = tf.data.make_one_shot_iterator(
+        input_factory.get_input(IMAGE).eval_dataset(split, settings)).get_next()
+    where, damage = [], []
+    while True:
+      try:
+        _, _, batch_where, batch_damage = sess.run(batch)
+      except tf.errors.OutOfRangeError:
+        break
+      where += list(batch_where)
+      damage += list(batch_damage)
+  assert len(where) == len(set(where)) == split.num_samples
+  assert all(item.startswith(b'record ') for item in where) and set(damage) == {b''}

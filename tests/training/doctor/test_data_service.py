@@ -33,8 +33,8 @@ def test_the_doctor_times_input_read_from_a_real_data_worker(digits_dir, tmp_pat
                          learning_rate_decay_type='fixed', num_readers=1,
                          num_preprocessing_threads=1, data_service_address=service.address)
     assert measure.buffered_batches(check_train_config(config)) == measure.SERVICE_BUFFER
-    result = diagnosis.diagnose(config, DoctorSettings(doctor_rounds=2, doctor_steps=3,
-                                                       doctor_warmup_steps=1))
+    result = diagnosis.diagnose(diagnosis.doctor_setup(config), DoctorSettings(
+        doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1))
     journal = _journal_bytes(os.path.join(service.directory, 'work'))
   # The dispatcher's journal holds a job of its own for the input and for the full step
   # (one shared job would let the idle iterator take batches from the timed one).

@@ -57,7 +57,7 @@ def test_a_starved_pipeline_is_input_bound(digits_dir, tmp_path):
   config = _config(digits_dir, tmp_path)
   setup = check_train_config(config)
   setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
-  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  result = diagnosis.diagnose(setup, SETTINGS)
   rates = _rates(result)
   assert rates[(INPUT, None)] < 1.2 * BATCH / SLEEP_SECS
   assert rates[(INPUT, None)] < 0.25 * rates[(SYNTHETIC, 1)], rates   # far below 0.8
@@ -70,7 +70,7 @@ def test_an_in_graph_synthetic_input_is_compute_bound(digits_dir, tmp_path):
   config = _config(digits_dir, tmp_path)
   setup = check_train_config(config)
   setup = dataclasses.replace(setup, input=SyntheticInput(setup.input))
-  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  result = diagnosis.diagnose(setup, SETTINGS)
   rates = _rates(result)
   assert rates[(INPUT, None)] > 5 * rates[(SYNTHETIC, 1)], rates   # far above 0.8
   assert result.verdict.name == verdicts.COMPUTE_BOUND, result.verdict
@@ -80,7 +80,8 @@ def test_an_in_graph_synthetic_input_is_compute_bound(digits_dir, tmp_path):
 def test_two_clones_given_one_cpu_device_are_reported_sharing_it(digits_dir, tmp_path):
   """The wrong config: 2 clones on CPU asked for, every session declares 1 CPU device."""
   config = _config(digits_dir, tmp_path, num_clones=2)
-  result = diagnosis.diagnose(config, SETTINGS, session_config=make_session_config(None))
+  result = diagnosis.diagnose(diagnosis.doctor_setup(config), SETTINGS,
+                               session_config=make_session_config(None))
   assert result.devices.count('CPU') == 1
   devices = [p.device for p in result.placements]
   assert len(devices) == 2 and devices[0] == devices[1]
@@ -96,7 +97,7 @@ def test_run_doctor_prints_the_table_and_writes_it_with_the_plot(digits_dir, tmp
   settings = dataclasses.replace(SETTINGS, doctor_dir=str(tmp_path / 'out'))
   setup = check_train_config(config)
   setup = dataclasses.replace(setup, input=SyntheticInput(setup.input))
-  result = diagnosis.run_doctor(config, settings, setup=setup)
+  result = diagnosis.run_doctor(setup, settings)
   printed = capsys.readouterr().out
   assert 'Verdict: %s' % result.verdict.name in printed
   assert 'SHARED' not in printed   # the right config: one logical CPU per clone
@@ -118,7 +119,7 @@ def test_the_doctor_and_the_progress_lines_agree_on_the_input(digits_dir, tmp_pa
   if starved:
     setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
     starve_training(monkeypatch, input_factory.IMAGE, SLEEP_SECS)
-  result = diagnosis.diagnose(config, SETTINGS, setup=setup)
+  result = diagnosis.diagnose(setup, SETTINGS)
   doctor_wait = next(m.input_wait_share for m in result.measurements if m.component == FULL)
   train_with_timeout(config)
   shares = wait_shares(tmp_path / 'train') + [doctor_wait]
