@@ -22,7 +22,7 @@ from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
 from training.config import TrainConfig
 from training.doctor.diagnosis import doctor_setup, run_doctor
-from training.doctor.settings import DoctorSettings
+from training.doctor.settings import DoctorSettings, check_settings
 
 define_flags(TrainConfig)
 define_flags(DoctorSettings)
@@ -34,8 +34,9 @@ def main(argv):
     return errors.USAGE
   logging.set_verbosity(logging.INFO)
   try:
-    run_doctor(doctor_setup(config_from_flags(TrainConfig, FLAGS)),
-               config_from_flags(DoctorSettings, FLAGS))
+    settings = config_from_flags(DoctorSettings, FLAGS)
+    check_settings(settings)   # the doctor's own flags first, then the training's
+    run_doctor(doctor_setup(config_from_flags(TrainConfig, FLAGS)), settings)
   except errors.EXPECTED + (OSError,) as error:
     return errors.report(error)
   return errors.OK
