@@ -22,14 +22,16 @@ $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constr
 setup: $(STAMP) $(JPEG_OP)
 
 # The clip pipeline's custom op (datasets/inputs/jpeg_windows.py, docs/benchmarks.md issue
-# 23): built against the venv's TensorFlow (a new TensorFlow rebuilds it) and the system's
-# libjpeg-turbo, whose headers are installed with apt-get when missing, as the tests
-# install Slurm (as root; otherwise one line saying what to install).
+# 23): built against the TensorFlow of $(PY) (.venv's: rebuilt after a reinstall; another
+# venv's with `make jpeg-op PY=python`) and the system's libjpeg-turbo, whose headers are
+# installed with apt-get when missing, as the tests install Slurm (as root; otherwise one
+# line saying what to install).
 JPEG_OP := datasets/inputs/ops/jpeg_windows.so
 JPEG_OP_SOURCE := datasets/inputs/ops/jpeg_windows.cc
+JPEG_OP_VENV := $(if $(filter $(PY),$(VENV)/bin/python),$(STAMP))
 TF_FLAGS = TF_CPP_MIN_LOG_LEVEL=3 $(PY) -c 'import sys, tensorflow as tf; \
     print(" ".join(getattr(tf.sysconfig, "get_%s_flags" % sys.argv[1])()))'
-$(JPEG_OP): $(JPEG_OP_SOURCE) $(STAMP)
+$(JPEG_OP): $(JPEG_OP_SOURCE) $(JPEG_OP_VENV)
 	@printf '#include <stdio.h>\n#include <jpeglib.h>\n' | $(CXX) -E -x c++ - >/dev/null 2>&1 \
 	    || $(MAKE) --no-print-directory jpeg-headers
 	$(CXX) -O2 -shared -fPIC -Wno-deprecated-declarations -Wno-interference-size \

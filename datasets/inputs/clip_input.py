@@ -5,7 +5,8 @@ group, a few frames per record) with an index per shard. Each video yields frame
 first, from its index entry; only the chunks holding those frames are read
 (`clip_reader.read_frames`), so a clip costs the bytes of its frames whatever the video's
 length, and only the JPEGs at those indices are decoded, each distinct frame only once (a
-1-frame video looped to 64 frames is one decode).
+1-frame video looped to 64 frames is one decode), all of a clip's windows in one kernel
+(`jpeg_windows`, a custom op: `make jpeg-op`).
 
     with tf.device('/device:CPU:0'):
       settings = InputSettings(batch_size=6, image_size=224, clip_frames=64)
@@ -49,7 +50,7 @@ which parallel map call handles the element. With a seed, file order, record shu
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
 
 Frames that do not decode (a JPEG cut short inside a record; `damaged_frames`): each
-chosen frame is decoded on its own, with a flag. Training drops a clip that needs such a
+chosen frame gets a flag, and zeros. Training drops a clip that needs such a
 frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
 None: one without a limit). Evaluation fails with an error naming the video and its
 shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
