@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
+.PHONY: setup setup-gpu jpeg-op jpeg-headers lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -19,7 +19,32 @@ $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constr
 	$(PY) -m pip install --quiet --no-deps -r requirements-tfkeras.txt
 	touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) $(JPEG_OP)
+
+# The clip pipeline's custom op (datasets/inputs/jpeg_windows.py, docs/benchmarks.md issue
+# 23): built against the TensorFlow of $(PY) (.venv's: rebuilt after a reinstall; another
+# venv's with `make jpeg-op PY=python`) and the system's libjpeg-turbo, whose headers are
+# installed with apt-get when missing, as the tests install Slurm (as root; otherwise one
+# line saying what to install).
+JPEG_OP := datasets/inputs/ops/jpeg_windows.so
+JPEG_OP_SOURCE := datasets/inputs/ops/jpeg_windows.cc
+JPEG_OP_VENV := $(if $(filter $(PY),$(VENV)/bin/python),$(STAMP))
+TF_FLAGS = TF_CPP_MIN_LOG_LEVEL=3 $(PY) -c 'import sys, tensorflow as tf; \
+    print(" ".join(getattr(tf.sysconfig, "get_%s_flags" % sys.argv[1])()))'
+$(JPEG_OP): $(JPEG_OP_SOURCE) $(JPEG_OP_VENV)
+	@printf '#include <stdio.h>\n#include <jpeglib.h>\n' | $(CXX) -E -x c++ - >/dev/null 2>&1 \
+	    || $(MAKE) --no-print-directory jpeg-headers
+	$(CXX) -O2 -shared -fPIC -Wno-deprecated-declarations -Wno-interference-size \
+	    $$($(TF_FLAGS) compile) $(JPEG_OP_SOURCE) -o $@ $$($(TF_FLAGS) link) -ljpeg
+
+jpeg-op: $(JPEG_OP)
+
+jpeg-headers:
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	    echo "libjpeg-turbo's headers are missing and cannot be installed here (needs root" \
+	        "and apt-get): apt-get install -y libjpeg-dev" >&2; exit 1; fi
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjpeg-dev
 
 # GPU machines: the same versions with tensorflow[and-cuda] instead of tensorflow-cpu.
 setup-gpu:
@@ -29,6 +54,7 @@ setup-gpu:
 	    -c constraints-gpu.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-tfkeras.txt
 	touch $(STAMP)
+	$(MAKE) --no-print-directory jpeg-op
 
 # Regenerates constraints.txt and constraints-gpu.txt from the requirements files alone
 # (their own -c lines dropped, so every indirect dependency is resolved afresh), in a

@@ -142,3 +142,24 @@ def test_runtime_install_runs_the_launcher(runtime_venv):
   for flag in ('--num_ps', '--isolation'):
     assert flag in result.stdout, '%s missing from the launcher --help:\n%s' % (
         flag, result.stdout)
+
+
+@pytest.mark.slow
+def test_runtime_install_runs_the_clip_pipelines_op(runtime_venv):
+  # `make jpeg-op` with the fresh venv's Python (built already when `make test` set up
+  # .venv: the same pinned TensorFlow), then a window decoded in that venv.
+  python, _ = runtime_venv
+  built = run(['make', '--no-print-directory', 'jpeg-op', 'PY=' + python], RUN_TIMEOUT_SECS)
+  assert built.returncode == 0, built.stdout + built.stderr
+  script = ('from datasets.inputs import jpeg_windows\n'
+            'from tf_compat import tf\n'
+            'jpeg = tf.io.encode_jpeg(tf.cast(tf.random.stateless_uniform([40, 48, 3], [1, 2],'
+            ' maxval=256, dtype=tf.int32), tf.uint8))\n'
+            'windows, status = jpeg_windows.decode_windows(tf.stack([jpeg]), [40, 48], [3, 5],'
+            ' 32)\n'
+            'whole = tf.io.decode_jpeg(jpeg, dct_method="INTEGER_ACCURATE")\n'
+            'same = tf.reduce_all(tf.equal(windows[0], whole[3:35, 5:37]))\n'
+            'print("status %d, same %s" % tuple(tf.compat.v1.Session().run([status[0], same])))\n')
+  result = run([python, '-c', script], RUN_TIMEOUT_SECS)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert result.stdout.strip().splitlines()[-1] == 'status 0, same True', result.stdout

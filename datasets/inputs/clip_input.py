@@ -5,7 +5,8 @@ group, a few frames per record) with an index per shard. Each video yields frame
 first, from its index entry; only the chunks holding those frames are read
 (`clip_reader.read_frames`), so a clip costs the bytes of its frames whatever the video's
 length, and only the JPEGs at those indices are decoded, each distinct frame only once (a
-1-frame video looped to 64 frames is one decode).
+1-frame video looped to 64 frames is one decode), all of a clip's windows in one kernel
+(`jpeg_windows`, a custom op: `make jpeg-op`).
 
     with tf.device('/device:CPU:0'):
       settings = InputSettings(batch_size=6, image_size=224, clip_frames=64)
@@ -49,7 +50,7 @@ which parallel map call handles the element. With a seed, file order, record shu
 keys are seeded and the pipeline is deterministic, so runs repeat exactly.
 
 Frames that do not decode (a JPEG cut short inside a record; `damaged_frames`): each
-chosen frame is decoded on its own, with a flag. Training drops a clip that needs such a
+chosen frame gets a flag, and zeros. Training drops a clip that needs such a
 frame and tells `skips` (a SkipCounter: it logs the video and its shard once and counts;
 None: one without a limit). Evaluation fails with an error naming the video and its
 shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
@@ -59,7 +60,7 @@ ends with the reports of the clips dropped before it (damaged_frames.carry_damag
 """
 
 from datasets.formats import checked_decode, video_records
-from datasets.inputs import clip_reader, damaged_frames, record_files
+from datasets.inputs import clip_reader, damaged_frames, jpeg_windows, record_files
 from datasets.inputs.input_settings import Sampling
 from tf_compat import tf
 
@@ -346,14 +347,12 @@ def _flip_where(clips, flips, modality):
 
 
 def _decoder(modality):
-  """-> fn(one frame's JPEG: string [] rgb, [2] flow u, v) -> uint8 [H, W, C].
+  """-> fn(one frame's JPEG: string [] rgb, [2] flow u, v) -> uint8 [H, W, C], TensorFlow's
+  decode for the frames `jpeg_windows` leaves to it (see decode_and_crop_frames).
 
   The accurate integer DCT gives the pixels of libjpeg's default (Pillow, OpenCV), which
   the published I3D loaders used; TensorFlow's default fast DCT is up to 4 levels off and
-  was no faster here. Frames are decoded whole: decode_and_crop_jpeg decodes only the
-  window (its pixels differ near the window's edges in chroma-subsampled JPEGs unless 2
-  more pixels are decoded on each side), and alone it was 10 % faster on 256 x 341 frames,
-  but the training pipeline ran at 0.85x with it (docs/benchmarks.md, issue 23).
+  was no faster here.
   """
   def grey_or_rgb(jpeg, channels):
     return tf.io.decode_jpeg(jpeg, channels=channels, dct_method='INTEGER_ACCURATE')
@@ -368,16 +367,36 @@ def decode_and_crop_frames(jpegs, modality, size, offsets_fn):
   -> (uint8 [U, size, size, C], the window at offsets_fn(height, width) -> (y, x) of each
   frame; bool [U], whether the frame decoded: a frame that does not is zeros).
 
-  Each frame is cut to its window right after its decode, so only windows are ever
-  stacked (a third less copying than stacking whole frames); a frame whose short side is
-  below `size` is first resized (`_crop`). Frames are decoded one by one as elements of
-  `checked_decode.map_checked`, so a frame that does not decode costs only itself.
+  The common case, every frame the first one's size with a short side of at least `size`,
+  is one kernel (`jpeg_windows.decode_windows`): each window decoded straight into the
+  output, the pixels and failures of tf.io.decode_jpeg's. Any other clip (a frame of
+  another size, one to resize, bytes that are not a JPEG) takes TensorFlow's ops, as
+  before the op (docs/benchmarks.md, issue 23): frame by frame, each cut to its window
+  right after its decode, a frame whose short side is below `size` first resized
+  (`_crop`), a frame that does not decode costing only itself
+  (`checked_decode.map_checked`).
   """
   channels = video_records.MODALITIES[modality]
+  frame_shape = jpeg_windows.header_shape(tf.reshape(jpegs, [-1])[0])
+  height, width = frame_shape[0], frame_shape[1]
+
+  def in_one_kernel():
+    offsets = tf.stack(offsets_fn(height, width))
+    return jpeg_windows.decode_windows(jpegs, frame_shape, offsets, size)
+
+  def elsewhere():
+    count = tf.shape(jpegs)[0]
+    return (tf.zeros(tf.stack([count, size, size, channels]), tf.uint8),
+            tf.fill([count], jpeg_windows.ELSEWHERE))
+
+  windows, status = tf.cond(tf.minimum(height, width) >= size, in_one_kernel, elsewhere)
   decode = _decoder(modality)
-  return checked_decode.map_checked(
-      jpegs, lambda jpeg: _crop(decode(jpeg)[None], size, offsets_fn)[0],
-      [size, size, channels], tf.uint8)
+  return tf.cond(
+      tf.reduce_any(tf.equal(status, jpeg_windows.ELSEWHERE)),
+      lambda: checked_decode.map_checked(
+          jpegs, lambda jpeg: _crop(decode(jpeg)[None], size, offsets_fn)[0],
+          [size, size, channels], tf.uint8),
+      lambda: (windows, tf.equal(status, jpeg_windows.DECODED)))
 
 
 def _crop(images, size, offsets_fn):

@@ -25,6 +25,8 @@ from core.errors import ConfigError, require
 from core.params import param
 from deployment.cluster import slurm_env
 from deployment.cluster.ps_cluster import ClusterError
+# A data worker runs the graphs trainers send: the clip pipeline's op must be registered.
+from datasets.inputs import jpeg_windows  # pylint: disable=unused-import
 from tf_compat import tf
 
 __all__ = ['ServerConfig', 'check_server_config', 'serve', 'with_addressing', 'ROLES',
