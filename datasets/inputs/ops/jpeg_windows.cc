@@ -102,7 +102,24 @@ void SkipInput(j_decompress_ptr cinfo, long count) {
 
 void TermSource(j_decompress_ptr) {}
 
-void SetSource(j_decompress_ptr cinfo, Source* source, const tstring& jpeg) {
+// A decompressor whose errors longjmp to `error.jump`, silently: each caller sets that
+// (setjmp) itself before Open, and destroys `cinfo` when it lands there.
+struct Decompressor {
+  jpeg_decompress_struct cinfo;
+  ErrorManager error;
+  Source source;
+};
+
+void CatchErrors(Decompressor* decompressor) {
+  decompressor->cinfo.err = jpeg_std_error(&decompressor->error.pub);
+  decompressor->error.pub.error_exit = OnError;
+  decompressor->error.pub.output_message = Silent;
+}
+
+void Open(Decompressor* decompressor, const tstring& jpeg) {
+  j_decompress_ptr cinfo = &decompressor->cinfo;
+  Source* source = &decompressor->source;
+  jpeg_create_decompress(cinfo);
   source->pub.init_source = InitSource;
   source->pub.fill_input_buffer = FillInput;
   source->pub.skip_input_data = SkipInput;
@@ -166,19 +183,15 @@ void ReadRows(j_decompress_ptr cinfo, const Window& window, JDIMENSION left, JSA
 // bytes. Owns nothing a longjmp would leak: libjpeg's memory goes with the destroy.
 FrameStatus DecodeWindow(const tstring& jpeg, const Window& window, JSAMPLE* row) {
   if (!IsJpeg(jpeg)) return kElsewhere;
-  jpeg_decompress_struct cinfo;
-  ErrorManager error;
-  Source source;
-  cinfo.err = jpeg_std_error(&error.pub);
-  error.pub.error_exit = OnError;
-  error.pub.output_message = Silent;
+  Decompressor decompressor;
+  jpeg_decompress_struct& cinfo = decompressor.cinfo;
+  CatchErrors(&decompressor);
   volatile FrameStatus status = kFailed;
-  if (setjmp(error.jump)) {
+  if (setjmp(decompressor.error.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return status;
   }
-  jpeg_create_decompress(&cinfo);
-  SetSource(&cinfo, &source, jpeg);
+  Open(&decompressor, jpeg);
   jpeg_read_header(&cinfo, TRUE);
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = window.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
@@ -190,7 +203,7 @@ FrameStatus DecodeWindow(const tstring& jpeg, const Window& window, JSAMPLE* row
       static_cast<int>(cinfo.output_height) != window.height ||
       static_cast<int>(cinfo.output_width) != window.width) {
     status = kElsewhere;  // TensorFlow's path decides (converted CMYK, its size limit)
-    longjmp(error.jump, 1);
+    longjmp(decompressor.error.jump, 1);
   }
   jpeg_start_decompress(&cinfo);
   JDIMENSION left = std::max(0, window.x - kMargin);
@@ -276,18 +289,14 @@ class JpegHeaderShapeOp : public OpKernel {
  private:
   static void ReadHeader(const tstring& jpeg, int* height, int* width) {
     if (!IsJpeg(jpeg)) return;
-    jpeg_decompress_struct cinfo;
-    ErrorManager error;
-    Source source;
-    cinfo.err = jpeg_std_error(&error.pub);
-    error.pub.error_exit = OnError;
-    error.pub.output_message = Silent;
-    if (setjmp(error.jump)) {
+    Decompressor decompressor;
+    jpeg_decompress_struct& cinfo = decompressor.cinfo;
+    CatchErrors(&decompressor);
+    if (setjmp(decompressor.error.jump)) {
       jpeg_destroy_decompress(&cinfo);
       return;
     }
-    jpeg_create_decompress(&cinfo);
-    SetSource(&cinfo, &source, jpeg);
+    Open(&decompressor, jpeg);
     if (jpeg_read_header(&cinfo, TRUE) == JPEG_HEADER_OK) {
       *height = cinfo.image_height;
       *width = cinfo.image_width;
