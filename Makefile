@@ -19,13 +19,13 @@ $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constr
 	$(PY) -m pip install --quiet --no-deps -r requirements-tfkeras.txt
 	touch $@
 
-setup: $(STAMP) $(JPEG_OP)
-
+# Defined before `setup`, whose prerequisites make expands as it reads the rule: after
+# it, $(JPEG_OP) would be empty there and a fresh clone would never build the op.
 # The clip pipeline's custom op (datasets/inputs/jpeg_windows.py, docs/benchmarks.md issue
 # 23): built against the TensorFlow of $(PY) (.venv's: rebuilt after a reinstall; another
-# venv's with `make jpeg-op PY=python`) and the system's libjpeg-turbo, whose headers are
-# installed with apt-get when missing, as the tests install Slurm (as root; otherwise one
-# line saying what to install).
+# venv's with `make jpeg-op PY=python`) and the system's libjpeg-turbo, whose headers (and
+# g++) are installed with apt-get when missing, as the tests install Slurm (as root;
+# otherwise one line saying what to install).
 JPEG_OP := datasets/inputs/ops/jpeg_windows.so
 JPEG_OP_SOURCE := datasets/inputs/ops/jpeg_windows.cc
 JPEG_OP_VENV := $(if $(filter $(PY),$(VENV)/bin/python),$(STAMP))
@@ -39,12 +39,14 @@ $(JPEG_OP): $(JPEG_OP_SOURCE) $(JPEG_OP_VENV)
 
 jpeg-op: $(JPEG_OP)
 
+setup: $(STAMP) $(JPEG_OP)
+
 jpeg-headers:
 	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-	    echo "libjpeg-turbo's headers are missing and cannot be installed here (needs root" \
-	        "and apt-get): apt-get install -y libjpeg-dev" >&2; exit 1; fi
+	    echo "g++ or libjpeg-turbo's headers are missing and cannot be installed here (needs" \
+	        "root and apt-get): apt-get install -y g++ libjpeg-dev" >&2; exit 1; fi
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjpeg-dev
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ libjpeg-dev
 
 # GPU machines: the same versions with tensorflow[and-cuda] instead of tensorflow-cpu.
 setup-gpu:

@@ -144,6 +144,14 @@ def test_runtime_install_runs_the_launcher(runtime_venv):
         flag, result.stdout)
 
 
+def test_make_setup_builds_the_clip_pipelines_op():
+  # A prerequisite named by a variable defined below its rule expands to nothing: a fresh
+  # clone's `make setup` then skipped the op and CI's collection failed on its import.
+  database = run(['make', '--no-print-directory', '-n', '-p', 'setup'], RUN_TIMEOUT_SECS)
+  rules = [line.split() for line in database.stdout.splitlines() if line.startswith('setup:')]
+  assert rules and 'datasets/inputs/ops/jpeg_windows.so' in rules[0], rules
+
+
 @pytest.mark.slow
 def test_runtime_install_runs_the_clip_pipelines_op(runtime_venv):
   # `make jpeg-op` with the fresh venv's Python (built already when `make test` set up

@@ -8,31 +8,43 @@ decodes with TensorFlow's op; frames the op does not handle (another size than t
 frame, not JPEG bytes, CMYK) are flagged for TensorFlow's path (`clip_input`).
 
 The library is built from ops/jpeg_windows.cc by `make jpeg-op` (which `make setup` runs)
-and loaded on import, so every process that builds or runs the clip pipeline, tf.data
-service data workers included, has the op registered.
+and loaded when a graph first uses the op (`load`), not on import: a process that never
+builds the clip pipeline (image training, a launcher, a CLI's flag check) runs without it.
+A tf.data service data worker runs graphs it did not build, so it calls `load` at start-up.
 """
 
 import os
 
 from tf_compat import tf
 
-__all__ = ['decode_windows', 'header_shape', 'DECODED', 'FAILED', 'ELSEWHERE',
-           'LIBRARY_PATH']
+__all__ = ['decode_windows', 'header_shape', 'load', 'is_built', 'DECODED', 'FAILED',
+           'ELSEWHERE', 'LIBRARY_PATH']
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'ops',
                             'jpeg_windows.so')
 DECODED, FAILED, ELSEWHERE = 0, 1, 2  # the op's status of a frame
 
 
-def _load():
-  if not os.path.exists(LIBRARY_PATH):
-    raise ImportError('%s is missing: build it with `make jpeg-op` in the repository root '
-                      '(it needs g++ and libjpeg-turbo\'s headers: apt-get install '
-                      'libjpeg-dev)' % LIBRARY_PATH)
-  return tf.load_op_library(LIBRARY_PATH)
+_ops = []  # The loaded library's module, once `load` has run.
 
 
-_OPS = _load()
+def is_built():
+  return os.path.exists(LIBRARY_PATH)
+
+
+def load():
+  """The op library's Python module, loaded (and the ops registered) on the first call.
+
+  Raises:
+    ImportError: the library is not built, in one line saying how to build it.
+  """
+  if not _ops:
+    if not is_built():
+      raise ImportError('%s is missing: build it with `make jpeg-op` in the repository root '
+                        '(it needs g++ and libjpeg-turbo\'s headers: apt-get install g++ '
+                        'libjpeg-dev)' % LIBRARY_PATH)
+    _ops.append(tf.load_op_library(LIBRARY_PATH))
+  return _ops[0]
 
 
 def decode_windows(jpegs, frame_shape, offsets, size):
@@ -52,7 +64,7 @@ def decode_windows(jpegs, frame_shape, offsets, size):
   """
   jpegs = tf.convert_to_tensor(jpegs, tf.string)
   channels = 3 if jpegs.shape.rank == 1 else 1
-  windows, status = _OPS.decode_jpeg_windows(
+  windows, status = load().decode_jpeg_windows(
       jpegs, tf.cast(frame_shape, tf.int32), tf.cast(offsets, tf.int32), size=size,
       channels=channels)
   return windows, status
@@ -61,4 +73,4 @@ def decode_windows(jpegs, frame_shape, offsets, size):
 def header_shape(jpeg):
   """int32 [2] (height, width) from a JPEG's header (string []), (-1, -1) where none
   parses: never an error, unlike tf.io.extract_jpeg_shape."""
-  return _OPS.jpeg_header_shape(jpeg)
+  return load().jpeg_header_shape(jpeg)

@@ -25,8 +25,7 @@ from core.errors import ConfigError, require
 from core.params import param
 from deployment.cluster import slurm_env
 from deployment.cluster.ps_cluster import ClusterError
-# A data worker runs the graphs trainers send: the clip pipeline's op must be registered.
-from datasets.inputs import jpeg_windows  # pylint: disable=unused-import
+from datasets.inputs import jpeg_windows
 from tf_compat import tf
 
 __all__ = ['ServerConfig', 'check_server_config', 'serve', 'with_addressing', 'ROLES',
@@ -174,6 +173,17 @@ def _write_address(path, address):
   logging.info('Dispatcher address %s written to %s', address, path)
 
 
+def _register_clip_op():
+  """A data worker runs the graphs trainers send, which it did not build: the clip
+  pipeline's op is registered before it serves. Without the library it serves image
+  pipelines, and says why a clip pipeline would fail."""
+  if jpeg_windows.is_built():
+    jpeg_windows.load()
+  else:
+    logging.warning('%s is not built here: this data worker cannot run clip pipelines '
+                    '(`make jpeg-op` builds it)', jpeg_windows.LIBRARY_PATH)
+
+
 def serve(config, stop_event=None, address=None):
   """Checks `config`, starts its server, logs one 'ready' line and serves until
   `stop_event` is set (default: until SIGTERM or SIGINT, unless ignored). Returns 0. `address`: the
@@ -186,6 +196,8 @@ def serve(config, stop_event=None, address=None):
       # must leave the service serving while the chief finishes its step and saves.
       if signal.getsignal(signum) != signal.SIG_IGN:
         signal.signal(signum, lambda *_: stop_event.set())
+  if config.role == 'worker':
+    _register_clip_op()
   server = _start(config)
   port = server._server.bound_port()  # pylint: disable=protected-access
   if config.role == 'dispatcher':

@@ -154,10 +154,13 @@ def test_a_window_outside_the_frames_is_an_error():
 
 
 def test_a_missing_library_names_the_command_that_builds_it(tmp_path, monkeypatch):
+  # Loaded on first use, not on import: the first op built without the library raises.
   missing = str(tmp_path / 'none.so')
   monkeypatch.setattr(jpeg_windows, 'LIBRARY_PATH', missing)
+  monkeypatch.setattr(jpeg_windows, '_ops', [])
+  assert not jpeg_windows.is_built()
   with pytest.raises(ImportError) as raised:
-    jpeg_windows._load()
+    jpeg_windows.header_shape(tf.constant(b''))
   assert str(raised.value) == (
       '%s is missing: build it with `make jpeg-op` in the repository root (it needs g++ and '
-      'libjpeg-turbo\'s headers: apt-get install libjpeg-dev)' % missing)
+      'libjpeg-turbo\'s headers: apt-get install g++ libjpeg-dev)' % missing)
