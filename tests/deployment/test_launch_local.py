@@ -21,8 +21,19 @@ checkpoint, gave 3 results that far apart in 3 runs), which failed this test in 
 one run of five whatever the aggregation did. A wrong aggregation (a worker's gradient
 dropped or counted twice) changes a step's update by the order of the update itself.
 
-The claim checked: all parameters after 5 steps equal within 1e-5 relative (L2), as one
-vector and each variable alone.
+Round-off is measured against how far the run moved each variable (the L2 distance from
+the start checkpoint), not against the variable's own norm: the biases cross zero, so
+their norm can be as small as any difference. Unseeded shuffles reorder each batch, so
+even the single-process run gives another round-off each time: 6 runs of it from one
+checkpoint were 1.6e-7 to 3.9e-7 of the movement apart, 4 cluster runs 5.6e-7 to 1.1e-6
+from the reference (2 of them beside two busy processes), and the cluster run that failed
+the former bound on the variable's own norm (the biases 1.17e-5 > 1e-5 apart, under
+load) about 5e-6 of their movement. A gradient dropped or counted twice in one of the 5 updates moves a variable by
+a tenth of its movement or more.
+
+The claim checked: all parameters after 5 steps differ from the reference by at most
+1e-4 of the reference's movement from the start (L2), as one vector and each variable
+alone.
 """
 
 import glob
@@ -121,19 +132,21 @@ def sync_reference(tmp_path, steps=STEPS):
 
 
 def assert_equivalent(cluster_checkpoint, reference_checkpoint, start):
-  """All parameters equal within 1e-5 relative (L2), as one vector and each variable;
-  returns (the largest absolute difference, the relative L2 difference)."""
+  """All parameters within 1e-4 of the reference's movement from `start` (L2), as one
+  vector and each variable; returns (the largest absolute difference, the L2 difference
+  over the L2 movement)."""
   single = checkpoint_values(reference_checkpoint)
   cluster = checkpoint_values(cluster_checkpoint)
   initial = checkpoint_values(start)
   flat = lambda values: np.concatenate([values[n].ravel() for n in MODEL_VARIABLES])
-  relative = lambda a, b: np.linalg.norm(a - b) / np.linalg.norm(b)
-  assert relative(flat(initial), flat(single)) > 1e-2   # Not trivially equal.
-  assert relative(flat(cluster), flat(single)) <= 1e-5
+  of_movement = lambda a, b, start: np.linalg.norm(a - b) / np.linalg.norm(b - start)
+  for name in MODEL_VARIABLES:   # Each variable moved: not trivially equal.
+    assert np.linalg.norm(single[name] - initial[name]) > 1e-2 * np.linalg.norm(single[name])
+  assert of_movement(flat(cluster), flat(single), flat(initial)) <= 1e-4
   for name in MODEL_VARIABLES:
-    assert relative(cluster[name], single[name]) <= 1e-5, name
+    assert of_movement(cluster[name], single[name], initial[name]) <= 1e-4, name
   return (float(np.max(np.abs(flat(cluster) - flat(single)))),
-          float(relative(flat(cluster), flat(single))))
+          float(of_movement(flat(cluster), flat(single), flat(initial))))
 
 
 @pytest.mark.cluster
