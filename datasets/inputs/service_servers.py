@@ -173,15 +173,16 @@ def _write_address(path, address):
   logging.info('Dispatcher address %s written to %s', address, path)
 
 
-def _register_clip_op():
-  """A data worker runs the graphs trainers send, which it did not build: the clip
-  pipeline's op is registered before it serves. Without the library it serves image
-  pipelines, and says why a clip pipeline would fail."""
+def _register_clip_op(role):
+  """Data workers run the graphs trainers send, which they did not build, and the
+  dispatcher reads them (distributed epochs split their files there): the clip pipeline's
+  op is registered before either serves. Without the library they serve image pipelines,
+  and say why a clip pipeline would fail."""
   if jpeg_windows.is_built():
     jpeg_windows.load()
   else:
-    logging.warning('%s is not built here: this data worker cannot run clip pipelines '
-                    '(`make jpeg-op` builds it)', jpeg_windows.LIBRARY_PATH)
+    logging.warning('%s is not built here: this %s cannot serve clip pipelines '
+                    '(`make jpeg-op` builds it)', jpeg_windows.LIBRARY_PATH, role)
 
 
 def serve(config, stop_event=None, address=None):
@@ -196,8 +197,7 @@ def serve(config, stop_event=None, address=None):
       # must leave the service serving while the chief finishes its step and saves.
       if signal.getsignal(signum) != signal.SIG_IGN:
         signal.signal(signum, lambda *_: stop_event.set())
-  if config.role == 'worker':
-    _register_clip_op()
+  _register_clip_op(config.role)
   server = _start(config)
   port = server._server.bound_port()  # pylint: disable=protected-access
   if config.role == 'dispatcher':
