@@ -110,6 +110,8 @@ class ClusterProgress:
     self.rates = [(row[STEPS] - old[STEPS]) / seconds for row, old in zip(table, last[0])]
     scalars = {'cluster/worker_%d/steps_per_sec' % i: rate
                for i, rate in enumerate(self.rates)}
+    # The counts themselves too: exact where the rates are over the chief's wall time.
+    scalars.update(('cluster/worker_%d/steps' % i, row[STEPS]) for i, row in enumerate(table))
     rates = ', '.join('%d: %.2f' % (i, rate) for i, rate in enumerate(self.rates))
     if not self.sync:
       return scalars, ('cluster: steps/sec by worker %s (asynchronous: every gradient '

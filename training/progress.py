@@ -25,7 +25,8 @@ With a tf.data service, a line follows when a data worker left or joined or the
 dispatcher stopped answering (service_client.DataWorkers). In a cluster the chief
 follows each line with one about its workers, read from the
 parameter servers' counters (deployment.worker_stats), and writes the same figures as
-cluster/worker_<i>/steps_per_sec and, synchronous, cluster/stale_gradients:
+cluster/worker_<i>/steps_per_sec (with the counts, cluster/worker_<i>/steps) and,
+synchronous, cluster/stale_gradients, at the global step read with the counters:
 
     cluster: steps/sec by worker 0: 4.10, 1: 4.05, 2: 2.21; stale gradients dropped: 3
         (worker 2: 3)
@@ -135,7 +136,7 @@ class ProgressStep:
     self.last_loss, self.last_global_step = float(loss), int(step)
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
       self._log(step, loss, train_step_kwargs.get('summary_writer'),
-                None if self._cluster is None else sess.run(self._table))
+                None if self._cluster is None else sess.run([self._table, global_step]))
     if self._skips is not None and self._skips.exceeded:
       self.stopped_for_damage = True
       return loss, True
@@ -172,9 +173,11 @@ class ProgressStep:
             int(v) for v in self._last_extras['worker_row'])
     return values[0], values[1]
 
-  def _log(self, step, loss, summary_writer=None, table=None):
-    """The progress line and its scalars; with `table` (the chief's reading of the
-    cluster's WorkerStats) the cluster's line and scalars too."""
+  def _log(self, step, loss, summary_writer=None, reading=None):
+    """The progress line and its scalars; with `reading` (the chief's reading of the
+    cluster's WorkerStats and of the global step, in one run) the cluster's line and
+    scalars too, written at the global step read with the counters: other workers step
+    between the chief's train step and that reading, so the counters belong to it."""
     now = time.time()
     steps = self._steps_since_log
     elapsed = max(1e-9, now - self._last_time)
@@ -191,12 +194,13 @@ class ProgressStep:
     logging.info('step %d%s: loss = %.4f (%s)', step,
                  ' of %d' % self._number_of_steps if self._number_of_steps else '', loss,
                  '; '.join(self._details(step, elapsed / steps)))
-    if table is not None:
+    summaries.write_scalars(summary_writer, step, scalars)
+    if reading is not None:
+      table, read_step = reading
       cluster_scalars, line = self._cluster.report(table, now)
-      scalars.update(cluster_scalars)
+      summaries.write_scalars(summary_writer, int(read_step), cluster_scalars)
       if line:
         logging.info('%s', line)
-    summaries.write_scalars(summary_writer, step, scalars)
     for line in self._data_workers.changes() if self._data_workers else ():
       logging.warning('%s', line)
     self._last_time, self._steps_since_log, self._last_logged_step = now, 0, step

@@ -8,7 +8,7 @@ In the graph (fetched with the chief's training step when due: training/progress
 
 From Python (written by the progress step at each progress line, `write_scalars`):
   examples_per_sec, sec_per_step, global_step/sec, input/wait_share (see InputWait)
-  cluster/worker_<i>/steps_per_sec, cluster/stale_gradients,
+  cluster/worker_<i>/steps_per_sec, cluster/worker_<i>/steps, cluster/stale_gradients,
   cluster/worker_<i>/stale_gradients
                              the chief in a cluster (deployment.worker_stats)
 

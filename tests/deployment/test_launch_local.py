@@ -193,25 +193,32 @@ def _check_cluster_view(train_dir, logs, trace=None, replicas_to_aggregate=None)
   servers counted for it (deployment.worker_stats). Synchronous (`trace`: the chief's
   record of what each update took): per worker, steps = gradients taken + stale; the
   chief's stale figures never fall, add up per step and end at most at the final total.
-  Step rates x the time between the chief's lines are steps done meanwhile: per worker
-  at most the steps it ran; together at least replicas_to_aggregate per update (sync) or
-  the global steps' advance (async), up to one step in flight per worker."""
+  The chief's step counts (cluster/worker_<i>/steps, read with the global step their
+  scalars are written at) between its first and last reading: per worker at most the
+  steps it ran, and the rates agree with them; together at least replicas_to_aggregate
+  per update (sync) or the global steps' advance (async), up to one step in flight per
+  worker at each reading (a worker's count follows its update). All counts: no figure
+  here depends on how long anything took."""
   workers = sorted(int(n.split('-')[1].split('.')[0]) for n in logs if n.startswith('worker'))
   counts = [leave_counts(logs['worker-%d.log' % i]) for i in workers]
   scalars = chief_scalars(train_dir)
   for local, counted, _ in counts:
     assert local == counted, counts  # No stop token here: every step counted.
+  counted = [scalars['cluster/worker_%d/steps' % i] for i in workers]
   rates = [scalars['cluster/worker_%d/steps_per_sec' % i] for i in workers]
-  assert len({len(events) for events in rates}) == 1 and rates[0], sorted(scalars)
-  done = [_steps_from_rates(events) for events in rates]
+  assert len({len(events) for events in counted + rates}) == 1 and rates[0], sorted(scalars)
+  done = [int(events[-1][2] - events[0][2]) for events in counted]
   for (local, _, _), total in zip(counts, done):
-    assert 0 <= total <= local + 1, (done, counts)
-  advance = rates[0][-1][1] - rates[0][0][1]  # Global steps between the first and last.
+    assert 0 <= total <= local, (done, counts)
+  for events, rate_events in zip(counted, rates):  # A rate > 0 exactly where steps were done.
+    assert [b[2] > a[2] for a, b in zip(events, events[1:])] == [
+        r[2] > 0 for r in rate_events[1:]], (events, rate_events)
+  advance = counted[0][-1][1] - counted[0][0][1]  # Global steps between the readings.
   if trace is None:
     assert not any(tag.endswith('stale_gradients') for tag in scalars)
-    assert abs(sum(done) - advance) <= 2 * len(workers) + 1, (done, rates)
+    assert abs(sum(done) - advance) <= 2 * len(workers), (done, counted)
     return [stale for _, _, stale in counts]
-  assert sum(done) >= replicas_to_aggregate * advance - 2 * len(workers), (done, rates)
+  assert sum(done) >= replicas_to_aggregate * advance - 2 * len(workers), (done, counted)
   taken = [sum(line.counts[i] for line in trace) for i in workers]
   assert [local - stale for local, _, stale in counts] == taken, (counts, trace)
   total = [value for _, _, value in scalars['cluster/stale_gradients']]
@@ -259,11 +266,6 @@ def _check_worker_lines(logs, num_workers):
       assert done[0].startswith('checkpoint ') and 'model.ckpt-' in done[0], done
     else:
       assert done == ['checkpoints are written by the chief (worker 0)'], done
-
-
-def _steps_from_rates(events):
-  """Steps done between the first and the last of a rate's lines: rate x interval."""
-  return sum(rate * (t - t0) for (t0, _, _), (t, _, rate) in zip(events, events[1:]))
 
 
 

@@ -45,6 +45,8 @@ def test_synchronous_rates_and_stale_counts_from_two_readings():
   assert scalars == {'cluster/worker_0/steps_per_sec': 2.5,
                      'cluster/worker_1/steps_per_sec': 2.5,
                      'cluster/worker_2/steps_per_sec': 1.25,
+                     'cluster/worker_0/steps': 10, 'cluster/worker_1/steps': 12,
+                     'cluster/worker_2/steps': 5,
                      'cluster/worker_0/stale_gradients': 0,
                      'cluster/worker_1/stale_gradients': 1,
                      'cluster/worker_2/stale_gradients': 4,
@@ -61,6 +63,7 @@ def test_asynchronous_workers_show_rates_and_no_stale_count():
   view.report([[0, 0], [0, 0]], 10.0)
   scalars, line = view.report([[4, 0], [6, 0]], 12.0)
   assert scalars == {'cluster/worker_0/steps_per_sec': 2.0,
-                     'cluster/worker_1/steps_per_sec': 3.0}
+                     'cluster/worker_1/steps_per_sec': 3.0,
+                     'cluster/worker_0/steps': 4, 'cluster/worker_1/steps': 6}
   assert line == ('cluster: steps/sec by worker 0: 2.00, 1: 3.00 (asynchronous: every '
                   'gradient is applied, none dropped)')

@@ -266,6 +266,8 @@ class ClusterSession(FakeSession):
   def run(self, fetches):
     if fetches == 'table':
       return [list(row) for row in self.table]
+    if fetches == ['table', 'global_step']:  # The chief's reading, with the global step.
+      return [list(row) for row in self.table], self.step + 2  # Others stepped meanwhile.
     if not isinstance(fetches, list) or len(fetches) == 2:
       return super().run(fetches)
     loss, step = super().run(fetches[:2])
@@ -290,9 +292,13 @@ def test_the_chief_shows_each_workers_rate_and_the_stale_count(clock, caplog):
       '(worker 1: 4)',
       'cluster: steps/sec by worker 0: 4.00, 1: 8.00; stale gradients dropped: 8 '
       '(worker 1: 8)']
-  assert writer.summaries[1][1] == pytest.approx({
-      'examples_per_sec': 32.0, 'sec_per_step': 0.25, 'global_step/sec': 4.0,
+  # The cluster's scalars at the global step read with the counters, after the line's.
+  assert [step for step, _ in writer.summaries] == [4, 6, 8, 10]
+  assert writer.summaries[2][1] == pytest.approx({
+      'examples_per_sec': 32.0, 'sec_per_step': 0.25, 'global_step/sec': 4.0})
+  assert writer.summaries[3][1] == pytest.approx({
       'cluster/worker_0/steps_per_sec': 4.0, 'cluster/worker_1/steps_per_sec': 8.0,
+      'cluster/worker_0/steps': 8, 'cluster/worker_1/steps': 16,
       'cluster/worker_0/stale_gradients': 0, 'cluster/worker_1/stale_gradients': 8,
       'cluster/stale_gradients': 8})
   assert (step_fn.worker_steps, step_fn.stale_gradients) == (8, 0)
