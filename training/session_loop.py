@@ -36,7 +36,7 @@ import time
 
 from absl import logging
 
-from core import errors
+from core import errors, heap
 from tf_compat import tf
 from training.cadence import Cadence
 from training.checkpoint_saves import CheckpointSaves
@@ -165,21 +165,23 @@ def _step_of(train_step_fn, sess, global_step):
 def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog, saves,
                stop_event):
   """Steps until the step function or the coordinator says stop, a stop is requested,
-  or inputs end; between two steps the chief's `saves` may save."""
-  try:
-    while not sv.should_stop():
-      _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
-      if watchdog:
-        watchdog.beat()
-      if not should_stop and saves is not None:
-        saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
-      # A stop requested during that save ends the run here, not one step later.
-      if should_stop or (stop_event is not None and stop_event.is_set()):
-        logging.info('Stopping training')
-        return
-  except tf.errors.OutOfRangeError as error:
-    # The input ended, or the chief closed the sync token queue: training is over.
-    logging.info('Training ended (%s)', str(error).splitlines()[0])
+  or inputs end; between two steps the chief's `saves` may save. The graph's Python
+  objects stay out of the cyclic collector's passes meanwhile (core.heap)."""
+  with heap.frozen():
+    try:
+      while not sv.should_stop():
+        _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
+        if watchdog:
+          watchdog.beat()
+        if not should_stop and saves is not None:
+          saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
+        # A stop requested during that save ends the run here, not one step later.
+        if should_stop or (stop_event is not None and stop_event.is_set()):
+          logging.info('Stopping training')
+          return
+    except tf.errors.OutOfRangeError as error:
+      # The input ended, or the chief closed the sync token queue: training is over.
+      logging.info('Training ended (%s)', str(error).splitlines()[0])
 
 
 def _start_runners(sv, sess, is_chief, ops, rejoined):

@@ -5,6 +5,7 @@ and XLA tests.
     train_module.train(config)
     record.losses          # the total loss of every step, in order
     record.run_metadata    # the RunMetadata of the first (traced) step
+    record.frozen_objects  # gc.get_freeze_count() at every step (core.heap)
 
 `seed_inputs(monkeypatch)` makes the image and clip inputs deterministic (a fixed shuffle
 and crop seed, through `with_settings`), so two runs from one checkpoint differ only in
@@ -12,6 +13,7 @@ what the test changes;
 `seeded_lenet_checkpoint` is such a checkpoint.
 """
 
+import gc
 import dataclasses
 import os
 
@@ -35,11 +37,13 @@ def spy_on_training(monkeypatch):
   """Patches the trainer's step and first-step hook to record into a fresh Record."""
   record = Record()
   record.losses = []
+  record.frozen_objects = []  # gc.get_freeze_count() at each step (core.heap)
   class RecordingStep(_PROGRESS_STEP):
     def __call__(self, *args, **kwargs):
       loss, done = super().__call__(*args, **kwargs)
       if self.local_steps > len(record.losses):
         record.losses.append(float(loss))
+        record.frozen_objects.append(gc.get_freeze_count())
       return loss, done
 
   def recording_first_step(setup, run_metadata, summary_writer):

@@ -14,6 +14,8 @@ import dataclasses
 import statistics
 import time
 
+from core import heap
+
 __all__ = ['Rounds', 'alternate', 'seconds_per_call', 'per_second', 'median_ratio']
 
 
@@ -62,11 +64,13 @@ def alternate(measures, rounds, *, flip=False, tolerate=(), after_round=None):
 
 
 def seconds_per_call(fn, calls):
-  """Mean seconds of `fn()` over `calls` calls in a row."""
-  start = time.perf_counter()
-  for _ in range(calls):
-    fn()
-  return (time.perf_counter() - start) / calls
+  """Mean seconds of `fn()` over `calls` calls in a row, with the heap frozen as the
+  trainer's step loop freezes it (core.heap)."""
+  with heap.frozen():
+    start = time.perf_counter()
+    for _ in range(calls):
+      fn()
+    return (time.perf_counter() - start) / calls
 
 
 def per_second(fn, calls, units_per_call, warmup_calls=0):
