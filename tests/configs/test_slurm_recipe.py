@@ -5,11 +5,11 @@ Debian's slurmctld, slurmd and munge, started once for the session and stopped a
 (--addressing=slurm). `sbatch --wait` ends 0, the job COMPLETED, every task's log clean,
 the checkpoint at the last step, each update one gradient per worker at its step, and the
 parameters equal ONE worker of the global batch (tests/deployment/test_launch_local.py's
-reference and bound, 1e-4 of the run's movement). `scancel` mid-run: every task gets SIGTERM, the chief saves,
-all end on their own with status 0 within KillWait; the same sbatch again resumes at the
-saved step, never lower, and ends like the first. The jobs' ends are read from the
-jobcomp log (no slurmdbd, so no sacct). Without root or apt-get the Slurm tests skip,
-with the reason.
+reference and bound, 1e-4 of the run's movement). `scancel` mid-run: every task gets
+SIGTERM, the chief saves, all end on their own with status 0 within KillWait; the same
+sbatch again resumes at the saved step, never lower, and ends like the first. The jobs'
+ends are read from the jobcomp log (no slurmdbd, so no sacct). Without root or apt-get
+the Slurm tests skip, with the reason.
 """
 
 import dataclasses

@@ -28,8 +28,8 @@ even the single-process run gives another round-off each time: 6 runs of it from
 checkpoint were 1.6e-7 to 3.9e-7 of the movement apart, 4 cluster runs 5.6e-7 to 1.1e-6
 from the reference (2 of them beside two busy processes), and the cluster run that failed
 the former bound on the variable's own norm (the biases 1.17e-5 > 1e-5 apart, under
-load) about 5e-6 of their movement. A gradient dropped or counted twice in one of the 5 updates moves a variable by
-a tenth of its movement or more.
+load) about 5e-6 of their movement. A gradient dropped or counted twice in one of the 5
+updates moves a variable by a tenth of its movement or more.
 
 The claim checked: all parameters after 5 steps differ from the reference by at most
 1e-4 of the reference's movement from the start (L2), as one vector and each variable
