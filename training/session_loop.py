@@ -40,6 +40,7 @@ from core import errors, heap
 from tf_compat import tf
 from training.cadence import Cadence
 from training.checkpoint_saves import CheckpointSaves
+from training.supervisor import make_supervisor
 
 __all__ = ['LoopTimeouts', 'supervised_train', 'Watchdog', 'EXIT_CLUSTER_FAILURE',
            'flush_and_exit']
@@ -114,38 +115,6 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed,
     sync = _sync_ops(sync_optimizer)
   return LoopOps(init_op, ready_op, local_init_op, ready_for_local_init_op,
                  global_ready_op, step_after_train, *sync)
-
-
-class _ResumingSessionManager(tf.train.SessionManager):
-  """prepare_session that keeps the parameter servers' model when it is initialized.
-
-  A restarted chief would otherwise restore its last checkpoint over newer state (or,
-  before its first checkpoint, re-initialize it): the global step would go back.
-  """
-
-  def __init__(self, global_ready_op, distributed, **kwargs):
-    super().__init__(**kwargs)
-    self._global_ready_op = global_ready_op
-    self._distributed = distributed
-    self.continued_from_servers = False
-
-  def _model_on_servers(self, master, config):
-    sess = tf.Session(master, graph=self._graph, config=config)
-    try:
-      return len(sess.run(self._global_ready_op)) == 0
-    finally:
-      sess.close()
-
-  def prepare_session(self, master, init_op=None, saver=None, checkpoint_dir=None,
-                      **kwargs):
-    if self._distributed and self._model_on_servers(master, kwargs.get('config')):
-      logging.info('The parameter servers already hold an initialized model: continuing '
-                   'from their state, not from a checkpoint')
-      self.continued_from_servers = True
-      return self.wait_for_session(master, config=kwargs.get('config'),
-                                   max_wait_secs=kwargs.get('max_wait_secs', 7200))
-    return super().prepare_session(master, init_op=init_op, saver=saver,
-                                   checkpoint_dir=checkpoint_dir, **kwargs)
 
 
 def _close_quietly(sess):
@@ -232,26 +201,6 @@ def _finish(sess, saves, finished, finish_fn, watchdog):
   saves.final(sess)
 
 
-def _supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeouts):
-  """-> (the Supervisor: session preparation, queue runners, the chief's summary writer,
-  and no thread beside the steps (no summary op, no intervals); its session manager)."""
-  graph = global_step.graph
-  with graph.as_default():
-    saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
-  manager = _ResumingSessionManager(
-      ops.global_ready_op, distributed, local_init_op=ops.local_init_op,
-      ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
-      graph=graph, recovery_wait_secs=timeouts.recovery_wait_secs)
-  return tf.train.Supervisor(
-      graph=graph, is_chief=is_chief, logdir=logdir, init_op=ops.init_op,
-      local_init_op=ops.local_init_op, ready_op=ops.ready_op,
-      ready_for_local_init_op=ops.ready_for_local_init_op, summary_op=None,
-      global_step=global_step, saver=saver, save_summaries_secs=0, save_model_secs=0,
-      recovery_wait_secs=timeouts.recovery_wait_secs,
-      stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
-      init_fn=init_fn), manager
-
-
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
@@ -274,7 +223,7 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
-  sv, manager = _supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
+  sv, manager = make_supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
                             timeouts)
   saves = None
   if is_chief and logdir:

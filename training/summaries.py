@@ -46,8 +46,10 @@ class InputWait:
     function with a stateful op is never moved to a background thread), then the
     pipeline is asked for a batch, then the outer map reads the clock again.
     """
-    clock = tf.data.Dataset.from_tensors(0).repeat().map(_now)
-    return tf.data.Dataset.zip((clock, dataset)).map(_with_wait)
+    # Traced as written (datasets.inputs.record_files.as_written says why).
+    as_written = tf.autograph.experimental.do_not_convert
+    clock = tf.data.Dataset.from_tensors(0).repeat().map(as_written(_now))
+    return tf.data.Dataset.zip((clock, dataset)).map(as_written(_with_wait))
 
   def draw(self, iterator):
     """The next element of a `timed` dataset's iterator, its wait kept for `wrap`."""

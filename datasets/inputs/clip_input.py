@@ -131,7 +131,7 @@ def build_clip_dataset(split, settings, *, is_training, skips=None):
 def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
   """records mapped by `sample`; training drops the clips whose frames did not all decode
   (each told to `skips`, or carried on in the elements for the tf.data service)."""
-  dataset = records.map(sample, num_parallel_calls=num_parallel_calls)
+  dataset = records.map(record_files.as_written(sample), num_parallel_calls=num_parallel_calls)
   if not is_training:
     return dataset
   if service is not None:

@@ -33,6 +33,7 @@ import threading
 import numpy as np
 from absl import logging
 
+from datasets.inputs.record_files import as_written
 from tf_compat import tf
 
 __all__ = ['skip_damaged', 'carry_damaged', 'record_carried', 'damage_reason',
@@ -63,7 +64,8 @@ def skip_damaged(dataset, skips):
         stateful=True), [])
     return tf.cond(tf.equal(tf.size(undecoded), 0), lambda: tf.constant(True), report)
 
-  return dataset.filter(decoded).map(lambda *element: element[:-EXTRA_ITEMS])
+  return dataset.filter(as_written(decoded)).map(
+      as_written(lambda *element: element[:-EXTRA_ITEMS]))
 
 
 def _report_line(video_id, file_name, undecoded, num_frames):
@@ -98,8 +100,9 @@ def carry_damaged(dataset):
     pending = tf.where(damaged, tf.strings.join([pending, line]), tf.constant(''))
     return pending, element[:-EXTRA_ITEMS] + (carried, damaged)
 
-  kept = dataset.scan(tf.constant(''), step).filter(lambda *element: not element[-1])
-  return kept.map(lambda *element: element[:-1])
+  kept = dataset.scan(tf.constant(''), as_written(step)).filter(
+      as_written(lambda *element: tf.logical_not(element[-1])))
+  return kept.map(as_written(lambda *element: element[:-1]))
 
 
 def record_carried(dataset, skips):
@@ -112,7 +115,7 @@ def record_carried(dataset, skips):
     with tf.control_dependencies([record]):
       return tuple(tf.identity(item) for item in element[:-1])
 
-  return dataset.map(told)
+  return dataset.map(as_written(told))
 
 
 def damage_reason(undecoded, num_frames, file_name):

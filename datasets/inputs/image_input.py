@@ -69,7 +69,8 @@ def build_image_dataset(split, settings, *, is_training):
                                       shuffle_buffer_size, settings.seed,
                                       with_origin=report_damaged, service=settings.service)
   dataset = dataset.repeat(settings.num_epochs)
-  dataset = dataset.map(parse_and_preprocess, num_parallel_calls=settings.num_parallel_calls)
+  dataset = dataset.map(record_files.as_written(parse_and_preprocess),
+                        num_parallel_calls=settings.num_parallel_calls)
   dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
   dataset = dataset.prefetch(settings.prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
