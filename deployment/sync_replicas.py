@@ -98,7 +98,7 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     self._submitted = None
     self._last_taken = None
     self._chief_queue_runner = None
-    self.chief_init_op = self.local_step_init_op = None
+    self.chief_init_op = self.local_step_init_op = self.state_op = None
 
   @property
   def replicas_to_aggregate(self):
@@ -363,6 +363,17 @@ class SyncReplicasOptimizer(WrappedOptimizer):
                                             name='close_token_queues')
       self.add_stop_token_op = self._queues[self._worker].enqueue(
           tf.constant(STOP_TOKEN, global_step.dtype.base_dtype), name='add_stop_token')
+      self.state_op = self._state_op()
+
+  def _state_op(self):
+    """What a synchronous step waits on, for the watchdog's time-out line (all on the
+    parameter servers): {'global_step', 'held': the gradients each accumulator holds,
+    'tokens': each worker's tokens waiting, 'sent': the step of each worker's last
+    gradient (-1: none since the parameter servers started)}."""
+    return {'global_step': self._global_step.read_value(),
+            'held': tf.stack([a.num_accumulated() for a, _ in self._accumulators]),
+            'tokens': tf.stack([q.size() for q in self._queues]),
+            'sent': self._submitted.read_value()}
 
   def _trace_op(self, record):
     counts, per_worker = _record_per_worker(record)

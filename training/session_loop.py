@@ -49,7 +49,8 @@ EXIT_CLUSTER_FAILURE = errors.CLUSTER  # Kubeflow TFJob's ExitCode policy: user-
 
 LoopOps = collections.namedtuple('LoopOps', [
     'init_op', 'ready_op', 'local_init_op', 'ready_for_local_init_op', 'global_ready_op',
-    'step_after_train', 'queue_runner', 'rejoin_op', 'close_tokens', 'add_token'])
+    'step_after_train', 'queue_runner', 'rejoin_op', 'close_tokens', 'add_token',
+    'sync_state'])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,12 +63,13 @@ class LoopTimeouts:
 
 
 def _sync_ops(sync_optimizer):
-  """(chief queue runner, rejoin op, close tokens, add a stop token) of
+  """(chief queue runner, rejoin op, close tokens, add a stop token, state) of
   deployment.sync_replicas: per-worker tokens, so a fresh job needs no initial tokens;
   a chief that continues a job the parameter servers hold runs the rejoin op (it skips
   the step its predecessor may have died inside, see that module)."""
   return (sync_optimizer.get_chief_queue_runner(), sync_optimizer.rejoin_op,
-          sync_optimizer.close_token_queues_op, sync_optimizer.add_stop_token_op)
+          sync_optimizer.close_token_queues_op, sync_optimizer.add_stop_token_op,
+          sync_optimizer.state_op)
 
 
 def _chief_initialized_flag(global_step):
@@ -110,7 +112,7 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed,
       ready_for_local_init_op = tf.report_uninitialized_variables(tf.global_variables())
   with tf.control_dependencies([train_op]):
     step_after_train = tf.identity(global_step.read_value(), name='step_after_train')
-  sync = (None,) * 4
+  sync = (None,) * 5
   if sync_optimizer is not None:
     sync = _sync_ops(sync_optimizer)
   return LoopOps(init_op, ready_op, local_init_op, ready_for_local_init_op,
@@ -243,7 +245,7 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
       if before_steps is not None:
         before_steps(sess)
       if watchdog:
-        watchdog.enter('training', sess, ops.add_token)
+        watchdog.enter('training', sess, ops.add_token, ops.sync_state)
       _begin(sv, sess, global_step, saves)
       runners = _start_runners(sv, sess, is_chief, ops, manager.continued_from_servers)
       _run_steps(sv, sess, train_step_fn, train_op, global_step,
@@ -296,6 +298,7 @@ class Watchdog:
   """
 
   POLL_SECS = 0.2
+  STATE_TIMEOUT_SECS = 5.0  # Reading the synchronous state from a parameter server.
 
   def __init__(self, timeouts, stop_event, is_chief, sync, exit_fn=flush_and_exit,
                clock=time.monotonic, absent_tasks=None, input_state=None):
@@ -313,6 +316,7 @@ class Watchdog:
     self._stop_seen = None
     self._unblock = None
     self._unblocked = False
+    self._state = None
     self._done = threading.Event()
     self._thread = None
 
@@ -325,12 +329,16 @@ class Watchdog:
     self._done.set()
     self._thread.join()
 
-  def enter(self, phase, sess=None, unblock_op=None):
+  def enter(self, phase, sess=None, unblock_op=None, state_op=None):
+    """`state_op`: deployment.sync_replicas' state, read for a synchronous time-out."""
     with self._lock:
       if phase != self._phase:
         self._phase, self._since = phase, self._clock()
       if sess is not None and unblock_op is not None:
         self._unblock = lambda: sess.run(unblock_op)
+      if sess is not None and state_op is not None:
+        self._state = lambda: sess.run(state_op, options=tf.RunOptions(
+            timeout_in_ms=int(1000 * self.STATE_TIMEOUT_SECS)))
 
   def beat(self):
     with self._lock:
@@ -401,6 +409,23 @@ class Watchdog:
              for job, index, host in self._absent_tasks() if waited_for(job, index)]
     return '; not answering: %s' % ', '.join(names) if names else ''
 
+  def _sync_state(self):
+    """'; at the time-out: global step 19, gradients held by the 5 accumulators 1 to 1,
+    tokens waiting per worker 0,0, step of each worker's last gradient 19,-1', or '' when
+    there is no state to read or the parameter server does not answer in time."""
+    if self._state is None:
+      return ''
+    try:
+      state = self._state()
+    except Exception:  # pylint: disable=broad-except  (a silent ps: the line says enough)
+      return ''
+    join = lambda values: ','.join(str(int(v)) for v in values)
+    held = state['held']
+    return ('; at the time-out: global step %d, gradients held by the %d accumulators %d to '
+            '%d, tokens waiting per worker %s, step of each worker\'s last gradient %s' % (
+                state['global_step'], len(held), min(held, default=0), max(held, default=0),
+                join(state['tokens']), join(state['sent'])))
+
   def _timeout_reason(self, phase, limit):
     missing = self._missing(phase)
     if phase == 'startup':
@@ -430,7 +455,7 @@ class Watchdog:
       return ('no training step finished for %g s (--step_timeout_secs): synchronous '
               'training waits for --replicas_to_aggregate gradients and for the chief\'s '
               'update each step, so a worker is missing (never started, or ended) or a '
-              'parameter server hangs%s; start the missing task, it rejoins '
-              '(docs/cluster.md)' % (limit, missing))
+              'parameter server hangs%s%s; start the missing task, it rejoins '
+              '(docs/cluster.md)' % (limit, missing, self._sync_state()))
     return ('no training step finished for %g s (--step_timeout_secs): a parameter server '
             'does not answer%s (docs/cluster.md)' % (limit, missing))

@@ -5,6 +5,7 @@ and kills them all on the way out. A kill is SIGKILL: the task gets no chance to
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -245,6 +246,13 @@ def test_a_synchronous_job_short_of_workers_for_good_ends_naming_the_worker(digi
     assert 'no training step finished for 8 s (--step_timeout_secs)' in line
     assert 'not answering: worker 1 (%s);' % stalled.hosts('worker')[1] in line, line
     assert max(steps(text)) < 400
+    # What the step waits on: the chief's gradient for the current step is in, the lost
+    # worker's last one is older.
+    state = re.search(r'at the time-out: global step (\d+), .* last gradient (\d+),(-?\d+);',
+                      line)
+    assert state, line
+    step, chief_sent, lost_sent = (int(value) for value in state.groups())
+    assert chief_sent == step > lost_sent, line
     for name in ('worker-0', 'worker-1'):
       status = backed.wait(name, WAIT_SECS)
       assert status == 0, log_text(backed.task(name))[-3000:]

@@ -152,3 +152,44 @@ def test_in_a_cluster_with_a_service_a_silent_ps_is_named_else_the_input(absent,
   dog.enter('training')
   clock.now += TIMEOUTS.step_timeout_secs + 1
   assert says in dog.check()[1]
+
+
+class StateSession:
+  """A session whose run returns `state` for the state op (or raises `error`)."""
+
+  def __init__(self, state=None, error=None):
+    self.state, self.error, self.options = state, error, None
+
+  def run(self, fetches, options=None):
+    self.options = options
+    if self.error:
+      raise self.error
+    return self.state
+
+
+def test_a_synchronous_timeout_reports_what_the_step_waits_on():
+  """The chief's step waits with its own gradient for step 19 sent and worker 1's not:
+  the line gives the step, the accumulators' gradients, the tokens and each worker's last
+  step sent, read within a time-out of its own."""
+  dog, clock, _ = watchdog(is_chief=True, sync=True)
+  sess = StateSession({'global_step': 19, 'held': [1, 1, 1], 'tokens': [0, 0],
+                       'sent': [19, 12]})
+  dog.enter('training', sess, unblock_op=None, state_op='state')
+  clock.now += TIMEOUTS.step_timeout_secs + 1
+  code, reason = dog.check()
+  assert code == EXIT_CLUSTER_FAILURE
+  assert reason.endswith(
+      '; at the time-out: global step 19, gradients held by the 3 accumulators 1 to 1, '
+      'tokens waiting per worker 0,0, step of each worker\'s last gradient 19,12; start the '
+      'missing task, it rejoins (docs/cluster.md)'), reason
+  assert sess.options.timeout_in_ms == 1000 * Watchdog.STATE_TIMEOUT_SECS
+
+
+def test_a_state_that_cannot_be_read_leaves_the_line_as_it_was():
+  dog, clock, _ = watchdog(is_chief=True, sync=True)
+  dog.enter('training', StateSession(error=RuntimeError('deadline exceeded')),
+            state_op='state')
+  clock.now += TIMEOUTS.step_timeout_secs + 1
+  _, reason = dog.check()
+  assert reason.endswith('parameter server hangs; start the missing task, it rejoins '
+                         '(docs/cluster.md)'), reason
