@@ -226,7 +226,7 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
   sv, manager = make_supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
-                            timeouts)
+                                timeouts)
   saves = None
   if is_chief and logdir:
     saves = CheckpointSaves(sv.saver, logdir, global_step,

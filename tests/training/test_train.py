@@ -442,6 +442,10 @@ def test_lenet_learns_digits(digits_dir, tmp_path, monkeypatch):
   # collector (core.heap: hundreds of thousands of objects), released again at the end.
   assert len(record.frozen_objects) == 150 and min(record.frozen_objects) > 100000
   assert gc.get_freeze_count() == 0
+  # The graph is in the events for TensorBoard, once; no graph.pbtxt (training.supervisor).
+  graphs = [event for path in glob.glob(str(train_dir / 'events.out.tfevents.*'))
+            for event in tf.train.summary_iterator(path) if event.graph_def]
+  assert len(graphs) == 1 and not (train_dir / 'graph.pbtxt').exists()
   metrics = evaluate(EvalConfig(dataset_name='digits', dataset_dir=digits_dir,
                                 model_name='lenet', checkpoint_path=str(train_dir),
                                 num_preprocessing_threads=1))

@@ -18,7 +18,7 @@ from PIL import Image
 
 from datasets.conversion import video_shards
 from datasets.formats import dataset_split, shards, video_records
-from datasets.inputs import clip_input
+from datasets.inputs import clip_input, clip_reader
 from datasets.inputs.input_settings import InputSettings, Sampling
 from datasets.conversion import shard_writer
 from tf_compat import tf
@@ -568,3 +568,23 @@ def test_each_frame_is_cut_at_its_own_offsets_and_failures_are_flagged(first_oth
       y, x = offsets_fn(*frame.shape[:2])
       np.testing.assert_array_equal(frame_window, frame[y:y + size, x:x + size])
   assert list(ok) == expected_ok == [True, False, True] + [True, False] * first_other
+
+
+def test_the_map_functions_are_traced_as_written(rgb, monkeypatch):
+  """No AutoGraph rewrite of the training or evaluation map function or of what it calls
+  (record_files.as_written): the chunks are read with AutoGraph's status DISABLED; a
+  converted map function would call them with it ENABLED."""
+  from tensorflow.python.autograph.core import ag_ctx  # pylint: disable=import-outside-toplevel
+  split, _ = rgb
+  statuses = []
+  read_frames = clip_reader.read_frames
+
+  def spy(*args, **kwargs):
+    statuses.append(ag_ctx.control_status_ctx().status)
+    return read_frames(*args, **kwargs)
+
+  monkeypatch.setattr(clip_reader, 'read_frames', spy)
+  with tf.Graph().as_default():
+    _training(split)()
+    _evaluation(split)()
+  assert statuses == [ag_ctx.Status.DISABLED] * 2
