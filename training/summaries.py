@@ -22,6 +22,7 @@ Draws of one iterator are served one at a time, so their waits never overlap and
 for N clones and K micro-batches alike (docs/monitoring.md, "Reading the input wait").
 """
 
+from datasets.inputs.record_files import as_written
 from tf_compat import tf, slim
 
 __all__ = ['InputWait', 'add_clone_summaries', 'write_scalars']
@@ -46,8 +47,6 @@ class InputWait:
     function with a stateful op is never moved to a background thread), then the
     pipeline is asked for a batch, then the outer map reads the clock again.
     """
-    # Traced as written (datasets.inputs.record_files.as_written says why).
-    as_written = tf.autograph.experimental.do_not_convert
     clock = tf.data.Dataset.from_tensors(0).repeat().map(as_written(_now))
     return tf.data.Dataset.zip((clock, dataset)).map(as_written(_with_wait))
 
