@@ -49,7 +49,7 @@ class ProgressStep:
 
   def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
                stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
-               worker_stats=None, cluster=None, scalars=(), skips=None, summary_op=None,
+               worker_stats=None, cluster=None, scalars=(), skips=None, summaries=None,
                summary_cadence=None, data_workers=None):
     """
     Args:
@@ -75,11 +75,11 @@ class ProgressStep:
       skips: optional damaged_frames.SkipCounter of this worker's input: its counts go in
         the lines and (the chief's) TensorBoard, and training stops once it is `exceeded`
         (`stopped_for_damage` is then True).
-      summary_op: optional summary op, fetched with train_op (the step's own batch) when
-        there is a writer and `summary_cadence` (training.cadence.Cadence) is due.
+      summaries: optional training.summary_gate gate, fetched with train_op (the step's
+        own batch), written with a writer when `summary_cadence` (a Cadence) is due.
       data_workers: optional service_client.DataWorkers: a line when one left or joined.
     """
-    self._summary_op, self._data_workers = summary_op, data_workers
+    self._summaries, self._data_workers = summaries, data_workers
     self._summary_cadence = summary_cadence
     self._skips = skips
     self.stopped_for_damage = False
@@ -143,7 +143,7 @@ class ProgressStep:
     return loss, self._done(step)
 
   def _summary_due(self, summary_writer):
-    return (summary_writer is not None and self._summary_op is not None
+    return (summary_writer is not None and self._summaries is not None
             and self._summary_cadence is not None
             and self._summary_cadence.due(self.last_global_step + 1))
 
@@ -151,19 +151,22 @@ class ProgressStep:
     """-> (loss, step), fetching the extras too, and the summaries of this very step
     when due (no batch of their own); the first step traced if asked."""
     summarize = self._summary_due(summary_writer)
-    fetches = (list(fetches) + ([self._extras] if self._extras else [])
-               + ([self._summary_op] if summarize else []))
+    fetches = list(fetches) + ([self._extras] if self._extras else [])
+    feed = {}
+    if self._summaries is not None:
+      fetches += self._summaries.fetches(summarize)
+      feed = self._summaries.feed(summarize)
     started = time.time()
     if self._on_first_step is None:
-      values = sess.run(fetches)
+      values = sess.run(fetches, feed_dict=feed)
       self._step_seconds += time.time() - started
     else:  # The traced step comes before the first line, whose share is not shown.
       metadata = tf.RunMetadata()
-      values = sess.run(fetches, options=tf.RunOptions(
+      values = sess.run(fetches, feed_dict=feed, options=tf.RunOptions(
           trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
       callback, self._on_first_step = self._on_first_step, None
       callback(metadata, summary_writer)
-    if summarize:
+    if summarize:  # A gate's value is b'' when it does not write, and is then not due.
       summary_writer.add_summary(values[-1], values[1])
       self._summary_cadence.done(values[1])
     if self._extras:

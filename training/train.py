@@ -29,7 +29,8 @@ from checkpoints import paths, restore
 from core.errors import DataError
 from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
-from training import cluster_agreement, optimization, precise_bn, run_record, summaries
+from training import (cluster_agreement, optimization, precise_bn, run_record, summaries,
+                      summary_gate)
 from training.cadence import Cadence
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
@@ -49,7 +50,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
                         'no synchronous update took (deployment.worker_stats)')
 
 TrainGraph = collections.namedtuple(
-    'TrainGraph', ['train_op', 'summary_op', 'global_step', 'optimizer', 'init_fn',
+    'TrainGraph', ['train_op', 'summaries', 'global_step', 'optimizer', 'init_fn',
                    'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
                    'skips', 'precise_bn', 'agreement', 'data_workers'])
 
@@ -246,9 +247,14 @@ def build_training_graph(setup):
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   precise = (precise_bn.PreciseBatchNorm(deployed.clones, config.precise_bn_batches)
              if config.precise_bn_batches else None)
-  return TrainGraph(train_op, summary_op, global_step, optimizer,
+  scalars = _progress_scalars(loss_scale)
+  # What every step fetches (training.progress): the summaries take these as they are.
+  step_fetches = [train_op, learning_rate] + [tensor for _, _, tensor in scalars]
+  with tf.device(deploy_config.summary_device()):
+    gated = summary_gate.gate(summary_op, step_fetches)
+  return TrainGraph(train_op, gated, global_step, optimizer,
                     _fine_tune_init_fn(setup), learning_rate, input_wait.total,
-                    stats, _progress_scalars(loss_scale), skips, precise,
+                    stats, scalars, skips, precise,
                     _agreement(setup), _data_workers(setup))
 
 
@@ -425,7 +431,7 @@ def train(config, stop_event=None, absent_tasks=None):
                            on_first_step=functools.partial(_first_step, setup),
                            worker_stats=graph.worker_stats,
                            cluster=_cluster_progress(config, graph.worker_stats),
-                           skips=graph.skips, summary_op=graph.summary_op,
+                           skips=graph.skips, summaries=graph.summaries,
                            summary_cadence=Cadence(setup.save_summaries_steps,
                                                    config.save_summaries_secs),
                            data_workers=graph.data_workers)

@@ -12,6 +12,7 @@ from deployment.worker_stats import ClusterProgress
 from tf_compat import tf
 from training.cadence import Cadence
 from training.progress import ProgressStep
+from training.summary_gate import SummaryGate, Ungated
 
 LINE = re.compile(r'^step (\d+)(?: of \d+)?: loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
                   r'(\d+\.\d{3}) sec/step(?:; [^;]+)*\)$')
@@ -43,7 +44,7 @@ class FakeSession:
     self.fetches = []
     self._losses = losses
 
-  def run(self, fetches):
+  def run(self, fetches, feed_dict=None):
     if not isinstance(fetches, (list, tuple)):
       return self.step  # Reading the global step alone: no training step, no time.
     self.fetches.append(fetches)
@@ -207,7 +208,7 @@ class ExtrasSession(FakeSession):
     super().__init__(clock, seconds=seconds)
     self.wait = wait
 
-  def run(self, fetches):
+  def run(self, fetches, feed_dict=None):
     if not isinstance(fetches, list) or len(fetches) == 2:
       return super().run(fetches)
     loss, step = super().run(fetches[:2])
@@ -263,7 +264,7 @@ class ClusterSession(FakeSession):
     super().__init__(clock, seconds=seconds)
     self.table = [[0, 0], [0, 0]]
 
-  def run(self, fetches):
+  def run(self, fetches, feed_dict=None):
     if fetches == 'table':
       return [list(row) for row in self.table]
     if fetches == ['table', 'global_step']:  # The chief's reading, with the global step.
@@ -307,7 +308,7 @@ def test_the_chief_shows_each_workers_rate_and_the_stale_count(clock, caplog):
 class SummarySession(FakeSession):
   """Answers [train_op, step, 'summary_op'] with a Summary of the call's loss."""
 
-  def run(self, fetches):
+  def run(self, fetches, feed_dict=None):
     if not isinstance(fetches, list) or len(fetches) == 2:
       return super().run(fetches)
     loss, step = super().run(fetches[:2])
@@ -328,7 +329,7 @@ def test_summaries_are_fetched_with_the_step_when_due(clock, steps, secs, expect
   sess, writer = SummarySession(clock, seconds=0.5), Writer()
   fake_monotonic = lambda: clock.now
   step_fn = ProgressStep(examples_per_step=8, number_of_steps=15 if secs == 1.2 else 12,
-                         log_every_n_steps=0, summary_op='summary_op',
+                         log_every_n_steps=0, summaries=Ungated('summary_op'),
                          summary_cadence=Cadence(steps, secs, clock=fake_monotonic))
   _run_with(step_fn, sess, {'summary_writer': writer})
   assert [step for step, _ in writer.summaries] == expected
@@ -342,9 +343,52 @@ def test_no_summary_is_fetched_without_a_writer(clock):
   """A non-chief worker (no writer) never runs the summary op."""
   sess = SummarySession(clock, seconds=0.5)
   step_fn = ProgressStep(examples_per_step=8, number_of_steps=6, log_every_n_steps=0,
-                         summary_op='summary_op', summary_cadence=Cadence(1, 0))
+                         summaries=Ungated('summary_op'), summary_cadence=Cadence(1, 0))
   _run_with(step_fn, sess, {})
   assert all(len(fetches) == 2 for fetches in sess.fetches)
+
+
+class GatedSummarySession(FakeSession):
+  """Answers [train_op, step, 'gated'] fed {'write': bool}: the loss's Summary or b''."""
+
+  def __init__(self, clock, seconds):
+    super().__init__(clock, seconds=seconds)
+    self.feeds, self.names = [], []
+
+  def run(self, fetches, feed_dict=None):
+    if not isinstance(fetches, list):
+      return super().run(fetches)
+    loss, step = super().run(fetches[:2])
+    assert fetches[2:] == ['gated'], fetches
+    self.feeds.append(feed_dict)
+    self.names.append(list(fetches) + sorted(feed_dict))
+    if not feed_dict['write']:
+      return loss, step, b''
+    return loss, step, tf.Summary(value=[tf.Summary.Value(tag='loss', simple_value=loss)])
+
+
+def test_a_gate_is_fetched_at_every_step_and_fed_whether_to_write(clock):
+  """Steps that write and steps that do not fetch and feed the same names (one executor:
+  training/summary_gate.py); only the due ones are fed True and written."""
+  sess, writer = GatedSummarySession(clock, seconds=0.5), Writer()
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=12, log_every_n_steps=0,
+                         summaries=SummaryGate('gated', 'write'),
+                         summary_cadence=Cadence(4, 0))
+  _run_with(step_fn, sess, {'summary_writer': writer})
+  assert sess.names == [['train_op', 'global_step', 'gated', 'write']] * 12
+  assert [feed['write'] for feed in sess.feeds] == [step % 4 == 0 for step in range(1, 13)]
+  assert [step for step, _ in writer.summaries] == [4, 8, 12]
+  for step, values in writer.summaries:
+    assert values['loss'] == pytest.approx(1.0 / step)
+
+
+def test_a_gate_without_a_writer_is_fed_false(clock):
+  sess = GatedSummarySession(clock, seconds=0.5)
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=6, log_every_n_steps=0,
+                         summaries=SummaryGate('gated', 'write'),
+                         summary_cadence=Cadence(1, 0))
+  _run_with(step_fn, sess, {})
+  assert sess.feeds == [{'write': False}] * 6
 
 
 def _run_with(step_fn, sess, kwargs):
