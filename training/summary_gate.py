@@ -104,9 +104,10 @@ def _in_order(ops):
 
 
 def _switched(tensor, write):
-  """`tensor` when `write` is True, dead otherwise; on `tensor`'s own device."""
+  """`tensor` when `write` is True, dead otherwise; colocated with `tensor`'s op (placed
+  with it even when the graph left it to the placer)."""
   switch = tf.raw_ops.RefSwitch if tensor.dtype._is_ref_dtype else tf.raw_ops.Switch  # pylint: disable=protected-access
-  with tensor.graph.name_scope(None), tf.device(tensor.device):
+  with tensor.graph.name_scope(None), tensor.graph.colocate_with(tensor.op):
     return switch(data=tensor, pred=write, name='gated_summaries/switch')[1]
 
 

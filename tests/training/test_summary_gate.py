@@ -92,14 +92,21 @@ def test_each_switch_is_on_its_tensors_device_and_copies_keep_theirs():
       weights = tf.Variable(tf.ones([3, 2]), name='weights')
       y = tf.matmul(tf.ones([4, 3]), weights)
       step = tf.reduce_sum(y)
+    unplaced = tf.reduce_max(y)  # left to the placer: its switch too, not on the CPU
     with tf.device('/device:CPU:0'):
-      merged = tf.summary.merge([tf.summary.histogram('activation', y)])
-    gated = summary_gate.gate(merged, [step])
+      merged = tf.summary.merge([tf.summary.histogram('activation', y),
+                                 tf.summary.scalar('largest', unplaced)])
+      gated = summary_gate.gate(merged, [step, unplaced])
   switches = [op for op in graph.get_operations()
               if op.type == 'Switch' and op.inputs[0].op is y.op]
   assert [op.device for op in switches] == ['/device:GPU:0']
+  assert switches[0].colocation_groups() == [b'loc:@' + y.op.name.encode()]
+  unplaced_switch, = [op for op in graph.get_operations()
+                      if op.type == 'Switch' and op.inputs[0].op is unplaced.op]
+  assert unplaced_switch.device == ''
+  assert unplaced_switch.colocation_groups() == [b'loc:@' + unplaced.op.name.encode()]
   histograms = [op for op in graph.get_operations() if op.type == 'HistogramSummary']
-  assert sorted(op.device for op in histograms) == ['/device:CPU:0'] * 2
+  assert sorted(op.device for op in histograms) == ['/device:CPU:0'] * 2  # and its copy
   assert isinstance(gated, SummaryGate)
 
 
