@@ -108,10 +108,14 @@ class ProgressStep:
     self.last_global_step = None
     self.examples_per_sec = None
 
+  def is_final(self, step):
+    """Whether global step `step` is the run's last (--max_number_of_steps reached)."""
+    return bool(self._number_of_steps and step >= self._number_of_steps)
+
   def _done(self, step):
     if self._stop_event is not None and self._stop_event.is_set():
       return True
-    return bool(self._number_of_steps and step >= self._number_of_steps)
+    return self.is_final(step)
 
   def __call__(self, sess, train_op, global_step, train_step_kwargs):
     # The loop may pass the global step read after train_op: a synchronous worker then

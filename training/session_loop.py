@@ -182,7 +182,8 @@ def _stop(sv, sess, runners):
 
 
 def _begin(sv, sess, global_step, saves):
-  """The chief's start: the session in the events and in the checkpoint saves."""
+  """The chief's start: the session in the events and in the checkpoint saves; -> the
+  global step."""
   step = int(sess.run(global_step))
   logging.info('Session ready at global step %d', step)
   if sv.summary_writer is not None:
@@ -192,6 +193,22 @@ def _begin(sv, sess, global_step, saves):
     sv.summary_writer.add_session_log(tf.SessionLog(status=tf.SessionLog.START), step + 1)
   if saves is not None:
     saves.begin(step)
+  return step
+
+
+def _rejoins(train_step_fn, manager, step):
+  """Whether a chief continuing a synchronous job (`manager.continued_from_servers`, the
+  ResumingSessionManager's reading) runs the rejoin op (which skips the
+  step in flight: the global step moves on by one). Not once the job reached its last
+  step (ProgressStep.is_final): its chief killed after the last update, before its final
+  save, would otherwise end one step past --max_number_of_steps."""
+  rejoined = manager.continued_from_servers
+  is_final = getattr(train_step_fn, 'is_final', None)
+  if rejoined and is_final is not None and is_final(step):
+    logging.info('The synchronous job already reached its last step (%d): nothing in '
+                 'flight to skip', step)
+    return False
+  return rejoined
 
 
 def _finish(sess, saves, finished, finish_fn, watchdog):
@@ -246,8 +263,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
         before_steps(sess)
       if watchdog:
         watchdog.enter('training', sess, ops.add_token, ops.sync_state)
-      _begin(sv, sess, global_step, saves)
-      runners = _start_runners(sv, sess, is_chief, ops, manager.continued_from_servers)
+      rejoins = _rejoins(train_step_fn, manager, _begin(sv, sess, global_step, saves))
+      runners = _start_runners(sv, sess, is_chief, ops, rejoins)
       _run_steps(sv, sess, train_step_fn, train_op, global_step,
                  {'step_after_train': ops.step_after_train,
                   'summary_writer': sv.summary_writer if saves else None},

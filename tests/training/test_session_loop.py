@@ -5,9 +5,12 @@ cluster tests (tests/training/test_cluster_failures.py, tests/deployment/).
 """
 
 import threading
+import types
 
 import pytest
 
+from training import session_loop
+from training.progress import ProgressStep
 from training.session_loop import EXIT_CLUSTER_FAILURE, LoopTimeouts, Watchdog
 
 TIMEOUTS = LoopTimeouts(startup_timeout_secs=10, step_timeout_secs=5, stop_grace_secs=2)
@@ -193,3 +196,18 @@ def test_a_state_that_cannot_be_read_leaves_the_line_as_it_was():
   _, reason = dog.check()
   assert reason.endswith('parameter server hangs; start the missing task, it rejoins '
                          '(docs/cluster.md)'), reason
+
+
+def test_a_chief_rejoining_a_job_already_at_its_last_step_skips_nothing():
+  """The rejoin op moves the global step on by one (the step in flight): a chief killed
+  after the last update and before its final save would end one past the limit (seen in
+  the chaos test: 25 of 24)."""
+  step_fn = ProgressStep(examples_per_step=8, number_of_steps=24, log_every_n_steps=0)
+  continued, fresh = (types.SimpleNamespace(continued_from_servers=value)
+                      for value in (True, False))
+  assert session_loop._rejoins(step_fn, continued, 24) is False
+  assert session_loop._rejoins(step_fn, continued, 23) is True
+  assert session_loop._rejoins(step_fn, fresh, 23) is False
+  unlimited = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0)
+  assert session_loop._rejoins(unlimited, continued, 10 ** 6) is True
+  assert session_loop._rejoins(lambda *args: (0.0, True), continued, 24) is True
