@@ -58,6 +58,8 @@ _STEP = re.compile(r'\] step (\d+)(?: of \d+)?: loss = ')
 _READY = re.compile(r'Session ready at global step (\d+)')
 
 
+LOG_EVERY_N_STEPS = 5  # The tasks' progress lines: the driver's reading of the step.
+
 @dataclasses.dataclass(frozen=True)
 class ChaosSettings:
   """The cluster, the run and the kills; `check_settings` holds the rules."""
@@ -132,7 +134,7 @@ def trainer_command(settings, dataset_dir, train_dir):
       dataset_name='digits', dataset_dir=dataset_dir, model_name=settings.model_name,
       train_dir=train_dir, batch_size=settings.batch_size, optimizer='sgd',
       learning_rate=0.01, learning_rate_decay_type='fixed', num_readers=1,
-      num_preprocessing_threads=1, log_every_n_steps=5,
+      num_preprocessing_threads=1, log_every_n_steps=LOG_EVERY_N_STEPS,
       max_number_of_steps=settings.max_number_of_steps, save_interval_secs=10,
       save_summaries_secs=600, recovery_wait_secs=0.5, startup_timeout_secs=300,
       step_timeout_secs=300, stop_grace_secs=10, replicas_to_aggregate=aggregate)
@@ -207,7 +209,10 @@ def unleash(cluster, settings, rng, start, deadline, say=print):
           stray.name, stray.returncode, _last_line(stray))]
     time.sleep(rng.uniform(0.5, 1.5) * settings.kill_every_secs)
     step, task = logged_step(cluster), cluster.task('worker-%d' % index)
-    if step >= last_kill_step or time.time() > deadline or task.returncode is not None:
+    # The job may be up to a progress line past its logged step: a kill there could land
+    # on a task leaving a finished job, whose restart would find no parameter server.
+    if (step + LOG_EVERY_N_STEPS >= last_kill_step or time.time() > deadline
+        or task.returncode is not None):
       break
     task.process.send_signal(signal.SIGKILL)
     task.process.wait()

@@ -16,7 +16,7 @@ from deployment import sync_replicas
 
 REDUCED = chaos.ChaosSettings(num_ps=1, num_workers=3, backup_workers=1, kills=2,
                               chief_kills=1, first_kill_step=6, kill_every_secs=2.0,
-                              down_secs=1.0, max_number_of_steps=24, seed=3,
+                              down_secs=1.0, max_number_of_steps=60, seed=3,
                               time_limit_secs=300.0)
 AGGREGATE = REDUCED.num_workers - REDUCED.backup_workers
 
