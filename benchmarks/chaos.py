@@ -60,6 +60,7 @@ _READY = re.compile(r'Session ready at global step (\d+)')
 
 LOG_EVERY_N_STEPS = 5  # The tasks' progress lines: the driver's reading of the step.
 
+
 @dataclasses.dataclass(frozen=True)
 class ChaosSettings:
   """The cluster, the run and the kills; `check_settings` holds the rules."""

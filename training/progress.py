@@ -170,7 +170,7 @@ class ProgressStep:
           trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
       callback, self._on_first_step = self._on_first_step, None
       callback(metadata, summary_writer)
-    if summarize:  # A gate's value is b'' when it does not write, and is then not due.
+    if summarize:  # (a gate's value is b'' on the steps that do not write)
       summary_writer.add_summary(values[-1], values[1])
       self._summary_cadence.done(values[1])
     if self._extras:

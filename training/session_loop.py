@@ -197,11 +197,11 @@ def _begin(sv, sess, global_step, saves):
 
 
 def _rejoins(train_step_fn, manager, step):
-  """Whether a chief continuing a synchronous job (`manager.continued_from_servers`, the
-  ResumingSessionManager's reading) runs the rejoin op (which skips the
-  step in flight: the global step moves on by one). Not once the job reached its last
-  step (ProgressStep.is_final): its chief killed after the last update, before its final
-  save, would otherwise end one step past --max_number_of_steps."""
+  """Whether a chief continuing a synchronous job (`manager.continued_from_servers`)
+  runs the rejoin op, which skips the step in flight (the global step moves on by one).
+  Not once the job reached its last step (ProgressStep.is_final): a chief killed after
+  the last update, before its final save, would end the job one step past
+  --max_number_of_steps."""
   rejoined = manager.continued_from_servers
   is_final = getattr(train_step_fn, 'is_final', None)
   if rejoined and is_final is not None and is_final(step):

@@ -3,22 +3,22 @@
 TensorFlow builds an executor, and runs Grappler over the graph it prunes, for every
 distinct set of fetches and feeds given to `Session.run`. A step that fetches the summary op
 and a step that does not are two such sets: a run paid the graph's optimization twice
-before its third step (a narrow I3D on a 2-core CPU: 10 s for the first, 6 s for the
-second). `gate` gives one string tensor that is the summaries when its `write` placeholder
+before its third step (a reduced I3D run on this 2-core CPU: its second step took
+3.3-4.9 s, the later ones 0.1 s). `gate` gives one string tensor that is the summaries when its `write` placeholder
 is fed True and b'' when fed False, so every step fetches and feeds the same names.
 
 When `write` is False the summaries' own ops do not run. They are copies of the ops only
 the summaries need (histograms, norms, sparsity, the merge), made in the graph: each
 tensor they take from the step (an activation, a gradient, a variable's value) passes a
-`Switch` on `write` on its own device, so a step that does not write sends no activation
-to the host, and each copy also waits on the switch of `write` itself (ops fed by
+`Switch` on `write` colocated with the op that makes it, so a step that does not write
+sends no activation to the host, and each copy also waits on the switch of `write` itself (ops fed by
 constants alone). A dead input is how TensorFlow's `tf.cond` skips a branch; the copies
 are the branch. The original ops stay as they were, for whoever fetches them.
 
 What is not copied, and taken as it is: ops without inputs (constants, variables, handles;
 one that creates a resource must stay the one resource). Graphs whose summaries' own ops
-hold a while loop or ops marked for XLA compilation stay
-`Ungated`: those runs build two executors, as before.
+hold a while loop or ops marked for XLA compilation stay `Ungated`: those runs build
+two executors, as before.
 """
 
 from tf_compat import tf
