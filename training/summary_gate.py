@@ -1,19 +1,20 @@
 """The training step's summaries behind a switch: one executor for steps with and without.
 
 TensorFlow builds an executor, and runs Grappler over the graph it prunes, for every
-distinct set of fetches and feeds given to `Session.run`. A step that fetches the summary op
-and a step that does not are two such sets: a run paid the graph's optimization twice
-before its third step (a reduced I3D run on this 2-core CPU: its second step took
-3.3-4.9 s, the later ones 0.1 s). `gate` gives one string tensor that is the summaries when its `write` placeholder
-is fed True and b'' when fed False, so every step fetches and feeds the same names.
+distinct set of fetches and feeds given to `Session.run`. A step that fetches the summary
+op and a step that does not are two such sets: a run paid the graph's optimization twice
+before its third step (a reduced I3D run on this 2-core CPU: its second step took 3.3-4.9
+s, the later ones 0.1 s). `gate` gives one string tensor that is the summaries when its
+`write` placeholder is fed True and b'' when fed False, so every step fetches and feeds
+the same names.
 
 When `write` is False the summaries' own ops do not run. They are copies of the ops only
 the summaries need (histograms, norms, sparsity, the merge), made in the graph: each
 tensor they take from the step (an activation, a gradient, a variable's value) passes a
 `Switch` on `write` colocated with the op that makes it, so a step that does not write
-sends no activation to the host, and each copy also waits on the switch of `write` itself (ops fed by
-constants alone). A dead input is how TensorFlow's `tf.cond` skips a branch; the copies
-are the branch. The original ops stay as they were, for whoever fetches them.
+sends no activation to the host, and each copy also waits on the switch of `write` itself
+(ops fed by constants alone). A dead input is how TensorFlow's `tf.cond` skips a branch;
+the copies are the branch. The original ops stay as they were, for whoever fetches them.
 
 What is not copied, and taken as it is: ops without inputs (constants, variables, handles;
 one that creates a resource must stay the one resource). Graphs whose summaries' own ops
@@ -29,7 +30,7 @@ __all__ = ['SummaryGate', 'Ungated', 'gate']
 # loop's frame would be entered twice under one name.
 _LOOPS = frozenset(['Enter', 'RefEnter', 'Exit', 'RefExit', 'NextIteration',
                     'RefNextIteration', 'LoopCond'])
-_XLA_ATTRS = ('_XlaCompile', '_XlaScope', '_XlaCluster')
+_XLA_ATTRS = frozenset(['_XlaCompile', '_XlaScope', '_XlaCluster'])
 
 
 class SummaryGate:
@@ -77,7 +78,7 @@ def _closure(roots):
 
 
 def _gateable(ops):
-  return not any(op.type in _LOOPS or any(name in op.node_def.attr for name in _XLA_ATTRS)
+  return not any(op.type in _LOOPS or not _XLA_ATTRS.isdisjoint(op.node_def.attr)
                  for op in ops)
 
 
