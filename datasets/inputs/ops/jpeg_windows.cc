@@ -161,16 +161,37 @@ void CopyRow(const JSAMPLE* row, const Window& window, int out_row) {
 // Reads the window's rows, then every later row up to the end of image without its
 // inverse DCT (jpeg_skip_scanlines still decodes the entropy-coded data, which is where
 // a damaged JPEG fails), then the end marker. `row` holds output_width pixels.
+//
+// The window's inner rows of pixels (not flow's interleaved u and v) are written by
+// libjpeg straight into the output, with no copy through `row` (4/5 of the op's copying,
+// docs/benchmarks.md): the row pointer starts `before` bytes ahead of the window's row,
+// so the margin columns land in the tail of the row above (saved and put back) and in the
+// head of the row below (written next). The first and last rows, whose margins would
+// leave the frame, go through `row`.
 void ReadRows(j_decompress_ptr cinfo, const Window& window, JDIMENSION left, JSAMPLE* row) {
   const int top = std::max(0, window.y - kMargin);
   if (top > 0) jpeg_skip_scanlines(cinfo, top);
-  const JSAMPLE* window_start = row + (window.x - left) * window.channels;
-  JSAMPROW rows[1] = {row};
+  JSAMPLE saved[(16 + kMargin) * 3];  // 4:2:0's widening and the margin; wider: copied
+  const int row_bytes = window.size * window.stride;
+  const int before = (window.x - static_cast<int>(left)) * window.channels;
+  const int after = static_cast<int>(cinfo->output_width) * window.channels - before - row_bytes;
+  const bool in_place = window.channels == window.stride &&
+                        before <= static_cast<int>(sizeof(saved)) && after <= row_bytes;
+  JSAMPROW rows[1];
   while (cinfo->output_scanline < static_cast<JDIMENSION>(window.y + window.size)) {
-    const int line = cinfo->output_scanline;
+    const int out_row = static_cast<int>(cinfo->output_scanline) - window.y;
+    uint8_t* out = window.out + static_cast<int64_t>(out_row) * row_bytes;
+    const bool direct = in_place && out_row > 0 && out_row < window.size - 1;
+    rows[0] = direct ? out - before : row;
+    if (direct) std::memcpy(saved, out - before, before);
     if (jpeg_read_scanlines(cinfo, rows, 1) != 1) ERREXIT(cinfo, JERR_FILE_READ);
-    if (line >= window.y) CopyRow(window_start, window, line - window.y);
+    if (direct) {
+      std::memcpy(out - before, saved, before);
+    } else if (out_row >= 0) {
+      CopyRow(row + before, window, out_row);
+    }
   }
+  rows[0] = row;
   const JDIMENSION last = cinfo->output_height - 1;
   if (cinfo->output_scanline < last) jpeg_skip_scanlines(cinfo, last - cinfo->output_scanline);
   if (cinfo->output_scanline == last && jpeg_read_scanlines(cinfo, rows, 1) != 1) {
