@@ -3,16 +3,19 @@ float32, checkpoints across precisions, an injected overflow, and the proof from
 first traced step that the compute ran in half precision.
 
 Every run of the comparison starts from one float32 checkpoint (90 float32 steps from a
-seeded initialization: 336 of the 360 test digits with oneDNN's kernels), reads the same
-seeded batches (2 clones of 16) and has no dropout, so the runs differ only in precision;
-each trains 100 steps (momentum, cosine from 0.02: float32 348, float16 349, bfloat16
-347). 40 steps from 0.01 left float32 at 346 with Eigen's kernels but 340 with oneDNN's:
-the test's own margin was the kernels' summation order. Tolerance for "tracks the float32
-loss curve": each of the first 40 steps' total loss within 0.05 + 15% of float32's for
-float16 (10-bit mantissa) and within 0.1 + 25% for bfloat16 (7-bit), and the mean loss of
-the 100 steps within 10%. (Seen on this CPU: at most 0.013 apart for float16, 0.06 for
-bfloat16.) Test accuracy: >= 0.95 for all three, and within 2 of the 360 test digits of
-float32's.
+seeded initialization), reads the same seeded batches (2 clones of 16) and has no dropout,
+so the runs differ only in precision; each trains 100 steps (momentum, cosine from 0.02).
+Test digits right of 360, warm / float32 / float16 / bfloat16: 336 / 348 / 349 / 347 on an
+AVX2 CPU with oneDNN's kernels, 349 / 346 / 347 / 349 on an AVX-512 one (2026-11-27, where
+float16 falls back to Eigen's kernels). So neither the warm checkpoint's distance from 95 %
+nor the order of the three is a property of the trainer: each CPU's summation order picks
+one of several trajectories that differ by rounding alone, and a step's loss on a batch of
+16 follows its trajectory. What the test holds to: the first 10 steps' total loss, step by
+step, within 0.05 + 15 % of float32's for float16 (10-bit mantissa) and 0.1 + 25 % for
+bfloat16 (7-bit) (seen: at most 0.003 and 0.004 apart); the mean of each 10 steps within
+the same tolerance over all 100 (seen: at most 0.026 and 0.033 apart, where trajectories
+have parted); the loss going down; and test accuracy of at least 95 % for all three, within
+5 of the 360 test digits of float32's (seen: 2 and 3 apart).
 """
 
 import os
@@ -43,8 +46,9 @@ pytestmark = pytest.mark.slow
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 DT = {'float32': 1, 'float16': 19, 'bfloat16': 14}  # types.proto DataType enums
-WARM_STEPS, STEPS, CURVE_STEPS = 90, 100, 40
+WARM_STEPS, STEPS, STEP_BY_STEP, WINDOW = 90, 100, 10, 10
 CURVE_TOLERANCE = {'float16': (0.05, 0.15), 'bfloat16': (0.1, 0.25)}  # (atol, rtol)
+DIGITS_APART = 5  # test digits, of 360
 
 
 def _config(digits_dir, train_dir, **overrides):
@@ -78,8 +82,8 @@ def _reaches_95_percent(correct):
 
 @pytest.fixture(scope='module')
 def runs(digits_dir, tmp_path_factory):
-  """{'warm': (checkpoint, accuracy), precision: Record with .checkpoint, .accuracy}
-  (accuracy: test digits right)."""
+  """{precision: Record with .checkpoint, .accuracy (test digits right), .losses}, each
+  trained from one warm float32 checkpoint."""
   root = tmp_path_factory.mktemp('precision')
   with pytest.MonkeyPatch.context() as monkeypatch:
     seed_inputs(monkeypatch)
@@ -87,7 +91,7 @@ def runs(digits_dir, tmp_path_factory):
         digits_dir, root / 'warm', max_number_of_steps=WARM_STEPS, learning_rate=0.03,
         learning_rate_decay_type='cosine', warmup_epochs=0.5, end_learning_rate=1e-3,
         checkpoint_path=seeded_lenet_checkpoint(str(root), seed=3)))
-    results = {'warm': (warm.checkpoint, _accuracy(digits_dir, warm.checkpoint))}
+    results = {}
     for mixed_precision in PRECISIONS:
       record = spy_on_training(monkeypatch)
       result = train_module.train(_config(
@@ -106,21 +110,25 @@ def test_half_precision_tracks_the_float32_loss_curve(runs, mixed_precision):
   losses = np.array(runs[mixed_precision].losses)
   assert len(losses) == len(reference) == STEPS
   atol, rtol = CURVE_TOLERANCE[mixed_precision]
-  # Step by step over the first CURVE_STEPS: later, rounding differences have grown into
-  # other trajectories (seen at step 46 for float16), which the mean still compares.
-  np.testing.assert_allclose(losses[:CURVE_STEPS], reference[:CURVE_STEPS], atol=atol,
+  # Step by step while the runs share a trajectory; beyond, rounding differences have
+  # grown into other ones (seen at step 13 for float16 on an AVX-512 CPU, 46 on an AVX2
+  # one), whose 10-step means still agree.
+  np.testing.assert_allclose(losses[:STEP_BY_STEP], reference[:STEP_BY_STEP], atol=atol,
                              rtol=rtol)
-  assert abs(losses.mean() - reference.mean()) <= 0.1 * reference.mean()
+  np.testing.assert_allclose(losses.reshape(-1, WINDOW).mean(axis=1),
+                             reference.reshape(-1, WINDOW).mean(axis=1), atol=atol, rtol=rtol)
   # It learned (from 90 warm steps the loss starts low).
   assert losses[-10:].mean() < losses[:10].mean()
 
 
 def test_every_precision_reaches_the_same_test_accuracy(runs):
-  assert not _reaches_95_percent(runs['warm'][1])  # The 40 steps did the rest.
   for mixed_precision in PRECISIONS:
     assert _reaches_95_percent(runs[mixed_precision].accuracy), (
         mixed_precision, runs[mixed_precision].accuracy)
-    assert _digits_apart(runs[mixed_precision].accuracy, runs['float32'].accuracy) <= 2
+    assert _digits_apart(runs[mixed_precision].accuracy,
+                         runs['float32'].accuracy) <= DIGITS_APART, (
+                             mixed_precision, runs[mixed_precision].accuracy,
+                             runs['float32'].accuracy)
 
 
 @pytest.mark.parametrize('mixed_precision', ['float16', 'bfloat16'])
