@@ -115,10 +115,11 @@ def test_half_precision_tracks_the_float32_loss_curve(runs, mixed_precision):
   # on an AVX2 one), whose 10-step means still agree.
   np.testing.assert_allclose(losses[:STEP_BY_STEP], reference[:STEP_BY_STEP], atol=atol,
                              rtol=rtol)
-  np.testing.assert_allclose(losses.reshape(-1, WINDOW).mean(axis=1),
-                             reference.reshape(-1, WINDOW).mean(axis=1), atol=atol, rtol=rtol)
+  windows = losses.reshape(-1, WINDOW).mean(axis=1)
+  np.testing.assert_allclose(windows, reference.reshape(-1, WINDOW).mean(axis=1), atol=atol,
+                             rtol=rtol)
   # It learned (from 90 warm steps the loss starts low).
-  assert losses[-10:].mean() < losses[:10].mean()
+  assert windows[-1] < windows[0]
 
 
 def test_every_precision_reaches_the_same_test_accuracy(runs):
