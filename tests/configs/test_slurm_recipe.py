@@ -28,8 +28,8 @@ from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE
 from datasets.inputs.service_servers import ServerConfig
 from tests import slurm_cluster
-from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, ready_steps,
-                                 steps, train_flags, wait_for, WAIT_SECS)
+from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, error_lines,
+                                 ready_steps, steps, train_flags, wait_for, WAIT_SECS)
 from tests.deployment.test_launch_local import (assert_equivalent, PER_WORKER_BATCH, STEPS,
                                                 sync_reference, write_aligned_dataset)
 
@@ -64,6 +64,17 @@ def sbatch(slurm, log_dir, flags, *options, ntasks=3, script_args=('1',)):
 def logs(log_dir):
   return {os.path.basename(p): open(p, errors='replace').read()
           for p in glob.glob(os.path.join(str(log_dir), '*.log'))}
+
+
+def _why(batch, log_dir):
+  """A failed job's story, its cause first: every task's `error:` lines, the batch
+  script's output, then each task log's last lines (a CI excerpt keeps only the top)."""
+  texts = logs(log_dir)
+  causes = ['%s: %s' % (name, line) for name, text in sorted(texts.items())
+            for line in error_lines(text)]
+  tails = ['--- %s\n%s' % (name, '\n'.join(text.splitlines()[-12:]))
+           for name, text in sorted(texts.items())]
+  return '\n'.join(causes + [batch] + tails)
 
 
 def _jobcomp(fields):
@@ -154,7 +165,7 @@ def _run_to_the_end(slurm, log_dir, flags, train_dir, last_step):
   batch = (log_dir / ('batch-%s.out' % job)).read_text()
   print('sbatch --wait: %.0f s, status %d; %s' % (time.time() - began, result.returncode,
                                                  _jobcomp(fields)))
-  assert result.returncode == 0, batch + str(logs(log_dir))[-3000:]
+  assert result.returncode == 0, _why(batch, log_dir)
   assert (fields['JobState'], fields['ExitCode']) == ('COMPLETED', '0:0'), fields
   assert 'srun exited with status 0' in batch, batch   # srun: the highest task status.
   texts = logs(log_dir)

@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -299,7 +300,9 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
   assert (stream['metrics']['top1_correct'], stream['metrics']['top5_correct']) == (
       expected['top1_correct'], expected['top5_correct'])
   assert scalars['eval/image/examples'] == [(40, NUM_TEST)]
-  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith('image: ')]
+  # The progress lines only: an alert on the predictions also begins with the stream's name.
+  lines = [r.getMessage() for r in caplog.records
+           if re.match(r'image: \d+/360 images \(', r.getMessage())]
   assert lines[-1].startswith('image: 360/360 images (100.0%), ')   # 8 batches: every one
   assert [line.split(' (')[0] for line in lines[:2]] == ['image: 50/360 images',
                                                          'image: 100/360 images']
