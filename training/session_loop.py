@@ -105,6 +105,8 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed,
                              *(chief_inits if is_chief else []))
     ready_for_local_init_op = None
     if sync_optimizer is not None:
+      # This orders only the new group op: the ops inside were built before, and the
+      # local step's assign orders itself after its initializer (deployment.sync_replicas).
       with tf.control_dependencies([local_init_op]):
         local_init_op = tf.group(sync_optimizer.chief_init_op if is_chief
                                  else sync_optimizer.local_step_init_op)

@@ -1,4 +1,5 @@
-"""training/session_loop.Watchdog on a fake clock: what it decides, and when.
+"""training/session_loop.Watchdog on a fake clock: what it decides, and when; and the
+loop's local init op of a synchronous job.
 
 The loop itself runs in every training test (tests/training/test_train.py) and in the
 cluster tests (tests/training/test_cluster_failures.py, tests/deployment/).
