@@ -232,12 +232,12 @@ def test_the_local_init_of_a_resumed_synchronous_job_starts_at_the_restored_step
         [(tf.constant(2.0), weight)], global_step=global_step)
     ops = session_loop._loop_ops(train_op, global_step, is_chief, optimizer,
                                  distributed=True)
-    local_step = [v for v in tf.local_variables() if 'sync_rep_local_step' in v.name]
+    [local_step] = [v for v in tf.local_variables() if 'sync_rep_local_step' in v.name]
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       sess.run(global_step.assign(19))   # As restored from model.ckpt-19.
       starts = []
       for _ in range(300):
         sess.run(ops.local_init_op)
-        starts.append(int(sess.run(local_step[0])))
+        starts.append(int(sess.run(local_step)))
   assert starts == [19] * 300
