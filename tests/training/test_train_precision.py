@@ -174,16 +174,22 @@ def test_a_float32_run_resumes_a_float16_run(runs, digits_dir, tmp_path):
 
 def test_an_overflow_skips_the_update_halves_the_scale_and_is_counted(
     runs, digits_dir, tmp_path, caplog):
-  """A float16 run resumes the float32 run with a loss scale of 2**30: every scaled
-  gradient overflows float16, so both steps are skipped: the weights and momentum stay
-  the float32 checkpoint's, bit for bit; the scale halves twice; the log and TensorBoard
-  count 2 skipped steps."""
+  """A float16 run resumes the float32 run with a loss scale of 2**64 (the largest
+  --loss_scale takes): every scaled gradient overflows float16, so both steps are skipped:
+  the weights and momentum stay the float32 checkpoint's, bit for bit; the scale halves
+  twice; the log and TensorBoard count 2 skipped steps.
+
+  The scale must overflow whatever batch comes: a gradient overflows once one of its
+  float16 entries exceeds 65504 / scale. At 2**30 (6.1e-5) a batch that the CI machine's
+  trajectory had learned (its loss printed 0.0000) went through; at 2**64 every entry
+  would have to be below 3.6e-15, which needs every competing logit of all 16 digits more
+  than 31 below the right one (the float32 run is 100 steps in)."""
   train_dir = tmp_path / 'overflow'
   shutil.copytree(os.path.dirname(runs['float32'].checkpoint), train_dir)
   caplog.set_level('INFO')
   result = train_module.train(_config(
       digits_dir, train_dir, max_number_of_steps=STEPS + 2, num_clones=1,
-      mixed_precision='float16', loss_scale=2.0 ** 30, log_every_n_steps=1,
+      mixed_precision='float16', loss_scale=2.0 ** 64, log_every_n_steps=1,
       learning_rate=0.01, learning_rate_decay_type='fixed'))
   assert result.global_step == STEPS + 2
   before = tf.train.load_checkpoint(runs['float32'].checkpoint)
@@ -191,15 +197,15 @@ def test_an_overflow_skips_the_update_halves_the_scale_and_is_counted(
   for name in before.get_variable_to_shape_map():
     if name != 'global_step':
       np.testing.assert_array_equal(after.get_tensor(name), before.get_tensor(name), name)
-  assert 'Loss scale at the end: 2.68435e+08; steps skipped for overflow: 2' in caplog.text
-  assert 'loss scale 5.36871e+08; skipped (overflow) 1' in caplog.text
+  assert 'Loss scale at the end: %g; steps skipped for overflow: 2' % 2.0 ** 62 in caplog.text
+  assert 'loss scale %g; skipped (overflow) 1' % 2.0 ** 63 in caplog.text
   scalars = {}
   for path in tf.io.gfile.glob(str(train_dir / 'events.out.tfevents.*')):
     for event in tf.train.summary_iterator(path):
       for value in event.summary.value:
         if value.tag.startswith('loss_scale'):
           scalars[(value.tag, event.step)] = value.simple_value
-  assert scalars[('loss_scale', STEPS + 2)] == 2.0 ** 28
+  assert scalars[('loss_scale', STEPS + 2)] == 2.0 ** 62
   assert scalars[('loss_scale/skipped_steps', STEPS + 2)] == 2
 
 
