@@ -305,7 +305,12 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     self._build_lifecycle_ops()
 
   def _hand_out_tokens(self):
-    step = self._global_step.read_value()
+    # A copy: a read of a (ref) variable shares its buffer, and a queue holds the tensor
+    # it was given, so an uncopied token read the global step as it was when a worker
+    # took it. An old token taken just after the next update's increment, before that
+    # update handed out its own, then let the worker leave its wait early (its step
+    # counted stale, and the next gradient sent before the update had finished).
+    step = tf.raw_ops.Snapshot(input=self._global_step.read_value())
     return tf.group(*[q.enqueue(step) for q in self._queues], name='hand_out_tokens')
 
   def _set_accumulator_steps(self, step):
