@@ -183,7 +183,7 @@ def test_an_overflow_skips_the_update_halves_the_scale_and_is_counted(
   float16 entries exceeds 65504 / scale. At 2**30 (6.1e-5) a batch that the CI machine's
   trajectory had learned (its loss printed 0.0000) went through; at 2**64 every entry
   would have to be below 3.6e-15, which needs every competing logit of all 16 digits more
-  than 31 below the right one (the float32 run is 100 steps in)."""
+  than 30 below the right one (scale x e**-30 / 16 is above 65504 at the logits)."""
   train_dir = tmp_path / 'overflow'
   shutil.copytree(os.path.dirname(runs['float32'].checkpoint), train_dir)
   caplog.set_level('INFO')
