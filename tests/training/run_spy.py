@@ -5,7 +5,8 @@ and XLA tests.
     train_module.train(config)
     record.losses          # the total loss of every step, in order
     record.run_metadata    # the RunMetadata of the first (traced) step
-    record.frozen_objects  # gc.get_freeze_count() at every step (core.heap)
+    record.frozen_objects  # with count_frozen_every=N: [(step, gc.get_freeze_count())]
+                           # after step 1 and every Nth (core.heap)
 
 `seed_inputs(monkeypatch)` makes the image and clip inputs deterministic (a fixed shuffle
 and crop seed, through `with_settings`), so two runs from one checkpoint differ only in
@@ -33,17 +34,26 @@ class Record:
   run_metadata = None
 
 
-def spy_on_training(monkeypatch):
-  """Patches the trainer's step and first-step hook to record into a fresh Record."""
+def spy_on_training(monkeypatch, count_frozen_every=0):
+  """Patches the trainer's step and first-step hook to record into a fresh Record.
+
+  count_frozen_every=N: also record gc.get_freeze_count() after the first step and every
+  Nth (`record.frozen_objects`). CPython counts frozen objects by walking them all: about
+  300,000 once TensorFlow is imported, millions in a pytest worker holding earlier tests'
+  graphs, 30 to 100 ms a count; the precision runs paid it at 300 steps (33 of their 60 s
+  in the suite) when every spy counted at every step.
+  """
   record = Record()
   record.losses = []
-  record.frozen_objects = []  # gc.get_freeze_count() at each step (core.heap)
+  record.frozen_objects = []  # [(step, gc.get_freeze_count())] (core.heap)
   class RecordingStep(_PROGRESS_STEP):
     def __call__(self, *args, **kwargs):
       loss, done = super().__call__(*args, **kwargs)
       if self.local_steps > len(record.losses):
         record.losses.append(float(loss))
-        record.frozen_objects.append(gc.get_freeze_count())
+        step = self.local_steps
+        if count_frozen_every and (step == 1 or step % count_frozen_every == 0):
+          record.frozen_objects.append((step, gc.get_freeze_count()))
       return loss, done
 
   def recording_first_step(setup, run_metadata, summary_writer):
@@ -60,6 +70,16 @@ def seed_inputs(monkeypatch):
                       with_settings(image_input.build_image_dataset, seed=SEED))
   monkeypatch.setattr(clip_input, 'build_clip_dataset',
                       with_settings(clip_input.build_clip_dataset, seed=SEED))
+
+
+def seed_graph(monkeypatch, seed=SEED):
+  """The trainer's graph gets graph-level seed `seed`: its initializers and dropout draw
+  the same numbers every run (with `seed_inputs`, the whole run is repeatable)."""
+  build = train_module.build_training_graph
+  def seeded(setup):
+    tf.set_random_seed(seed)
+    return build(setup)
+  monkeypatch.setattr(train_module, 'build_training_graph', seeded)
 
 
 def with_settings(build, **changes):

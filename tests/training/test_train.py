@@ -28,7 +28,7 @@ from training.optimization import OPTIMIZERS
 from core.params import ConfigError
 from training.progress import ProgressStep
 from training.setup import check_train_config
-from tests.training.run_spy import spy_on_training
+from tests.training.run_spy import seed_graph, seed_inputs, spy_on_training
 
 
 def evaluate(config):
@@ -435,12 +435,18 @@ def test_lenet_learns_digits(digits_dir, tmp_path, monkeypatch):
   config = make_config(digits_dir, train_dir, max_number_of_steps=150, batch_size=32,
                        optimizer='momentum', momentum=0.9, learning_rate=0.02,
                        log_every_n_steps=50)
-  record = spy_on_training(monkeypatch)
+  # Seeded (initializers, dropout, input order): unseeded, 3 of 9 runs here ended at 20 to
+  # 49 % of the test digits once the spy no longer slowed each step by a heap walk.
+  seed_graph(monkeypatch)
+  seed_inputs(monkeypatch)
+  record = spy_on_training(monkeypatch, count_frozen_every=25)
   result = train_with_timeout(config)
   assert result.global_step == 150
-  # Every step ran with the built graph and TensorFlow's modules frozen out of the cyclic
-  # collector (core.heap: hundreds of thousands of objects), released again at the end.
-  assert len(record.frozen_objects) == 150 and min(record.frozen_objects) > 100000
+  # The steps ran with the built graph and TensorFlow's modules frozen out of the cyclic
+  # collector (core.heap: hundreds of thousands of objects), from the first to the last,
+  # released again at the end. (Counted at 7 steps: each count walks them all.)
+  assert [step for step, _ in record.frozen_objects] == [1, 25, 50, 75, 100, 125, 150]
+  assert min(count for _, count in record.frozen_objects) > 100000
   assert gc.get_freeze_count() == 0
   # The graph is in the events for TensorBoard, once; no graph.pbtxt (training.supervisor).
   graphs = [event for path in glob.glob(str(train_dir / 'events.out.tfevents.*'))
