@@ -109,14 +109,14 @@ def wait_shares(train_dir):
 @pytest.mark.slow
 @pytest.mark.timing
 def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeypatch):
-  """The contrast is built in (a 0.2 s sleep per batch against LeNet steps of a few ms),
+  """The contrast is built in (a 0.1 s sleep per batch against LeNet steps of a few ms),
   so it cannot flip on a loaded machine."""
   def shares(train_dir):
     train_with_timeout(make_config(digits_dir, train_dir, max_number_of_steps=24,
                                    log_every_n_steps=4))
     return wait_shares(train_dir)
   default = shares(tmp_path / 'default')
-  starve_training(monkeypatch, input_factory.IMAGE, 0.2)
+  starve_training(monkeypatch, input_factory.IMAGE, 0.1)
   starved = shares(tmp_path / 'starved')
   assert len(default) == len(starved) == 5
   assert all(share > 0.6 for share in starved), starved
@@ -216,12 +216,12 @@ def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, step
 def test_input_wait_is_the_draws_wait_not_the_clones_compute(num_clones,
                                                              num_micro_batches):
   """A pipeline that makes its batches at once waits for nothing, however long the
-  clones compute; one that sleeps 0.4 s per batch, against 0.02 s of compute, is waited
+  clones compute; one that sleeps 0.2 s per batch, against 0.01 s of compute, is waited
   for most of the time. Both counted per draw, for N clones and K micro-batches."""
   draws = 2 * num_clones * num_micro_batches   # 2 steps
   elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0, 0.2)
   assert elapsed >= draws * 0.2            # the compute ran, one clone after another ...
   assert 0 <= waited < 0.1 * elapsed       # ... and none of it was counted as input wait
-  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0.4, 0.02)
-  assert waited >= draws * 0.4 * 0.9       # every draw's sleep (clock resolution aside)
+  elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0.2, 0.01)
+  assert waited >= draws * 0.2 * 0.9       # every draw's sleep (clock resolution aside)
   assert waited > 0.6 * elapsed

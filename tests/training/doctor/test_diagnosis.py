@@ -1,8 +1,8 @@
 """The doctor's three verdict tests (issue 12), on LeNet and converted digits.
 
 Timings on this shared machine move by tens of percent, so each contrast is built in:
-the starved pipeline sleeps half a second per batch of 8 (at most 16 examples/sec, where
-LeNet's step takes hundreds), the synthetic input does no work at all, and the wrong
+the starved pipeline sleeps a quarter of a second per batch of 8 (at most 32 examples/sec,
+where LeNet's step takes hundreds), the synthetic input does no work at all, and the wrong
 session config leaves the second clone no device of its own. Few steps are timed: the
 margins, not the step counts, make the verdicts stable.
 """
@@ -27,16 +27,16 @@ from training.setup import check_train_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
-SLEEP_SECS = 0.5
+SLEEP_SECS = 0.25
 BATCH = 8
 SETTINGS = DoctorSettings(doctor_rounds=2, doctor_steps=3, doctor_warmup_steps=1)
 
 
 @pytest.fixture(autouse=True)
 def _no_lead_in(monkeypatch):
-  """No untimed lead-in before each round: the starved pipeline makes a batch in 0.5 s, so
-  a lead-in of measure.LOCAL_BUFFER batches cost these tests 27 s, and their margins held
-  without one (tests/training/doctor/test_data_service.py runs a lead-in)."""
+  """No untimed lead-in before each round: the starved pipeline makes a batch in 0.25 s, so
+  a lead-in of measure.LOCAL_BUFFER batches cost these tests 27 s (at 0.5 s a batch), and
+  their margins held without one (tests/training/doctor/test_data_service.py runs a lead-in)."""
   monkeypatch.setattr(measure, 'LOCAL_BUFFER', 0)
 
 
@@ -111,7 +111,7 @@ def test_run_doctor_prints_the_table_and_writes_it_with_the_plot(digits_dir, tmp
 def test_the_doctor_and_the_progress_lines_agree_on_the_input(digits_dir, tmp_path,
                                                               monkeypatch, starved):
   """The doctor's verdict, its full step's input wait and a training's progress lines of
-  the same settings (2 clones; the starved input sleeps 0.5 s per batch) all say
+  the same settings (2 clones; the starved input sleeps 0.25 s per batch) all say
   input-bound, or all say not."""
   config = _config(digits_dir, tmp_path, num_clones=2, max_number_of_steps=7,
                    log_every_n_steps=2, save_interval_secs=600)
