@@ -21,13 +21,21 @@ otherwise the status of the stage that failed (5 from eval: accuracy below the t
 2 bad flags.
 """
 
+# --help is answered before TensorFlow loads: the imports above the call hold none of
+# it, and the rest follow the call on purpose.
+# pylint: disable=wrong-import-position
+from core.params import answer_help
+from demos.video import DemoConfig
+
+answer_help(DemoConfig)
+
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags
 
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from demos.video import DemoConfig, run_demo
+from demos.video import run_demo
 
 define_flags(DemoConfig)
 FLAGS = flags.FLAGS

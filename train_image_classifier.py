@@ -16,11 +16,18 @@ frames that do not decode than --max_damaged_fraction allows; docs/monitoring.md
 
 import os
 
+# --help is answered before TensorFlow loads: the imports above the call hold none of
+# it, and the rest follow the call on purpose.
+# pylint: disable=wrong-import-position
+from core.params import answer_help
+from training.config import TrainConfig
+
+answer_help(TrainConfig)
+
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from training import lifecycle
-from training.config import TrainConfig
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)

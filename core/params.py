@@ -20,7 +20,7 @@ from core import flag_help
 from core.errors import USAGE, ConfigError, print_error  # ConfigError: re-exported
 
 __all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'given_flags',
-           'parse_flags', 'reject_positional_arguments']
+           'answer_help', 'parse_flags', 'reject_positional_arguments']
 
 
 def param(default, help):  # pylint: disable=redefined-builtin
@@ -101,14 +101,35 @@ def given_flags(config_class, flag_values=flags.FLAGS):
                    if flag_values[field.name].present)
 
 
+def _help_mode(argv):
+  """'short', 'full' or None: the help asked for before any `--` (what follows it belongs
+  to a command the entry runs)."""
+  before_separator = argv[1:argv.index('--')] if '--' in argv else argv[1:]
+  modes = [flag_help.HELP_FLAGS[a] for a in before_separator if a in flag_help.HELP_FLAGS]
+  return max(modes) if modes else None
+
+
+def answer_help(*config_classes, argv=None):
+  """Answers --help (-h, --helpshort) from the configs' fields alone and exits 0, before
+  the entry imports TensorFlow (0.2 s instead of about 3 here): an entry script calls it
+  first, with config modules that import no TensorFlow. The text is parse_flags' (the
+  entry's docstring, then its flags by group). Anything else, --helpfull included (it
+  lists the libraries' flags too), returns to the normal start."""
+  if _help_mode(sys.argv if argv is None else argv) != 'short':
+    return
+  for config_class in config_classes:
+    define_flags(config_class)
+  sys.stdout.write(flag_help.help_text('short', flags.FLAGS, _GROUP_ORDER))
+  sys.exit(0)
+
+
 def parse_flags(argv):
   """absl `flags_parser`: a bad flag is one line and exit status 2; --help (or -h,
   --helpshort) prints the entry's own flags by group, --helpfull every flag; both exit 0.
   """
-  before_separator = argv[1:argv.index('--')] if '--' in argv else argv[1:]
-  modes = [flag_help.HELP_FLAGS[a] for a in before_separator if a in flag_help.HELP_FLAGS]
-  if modes:
-    sys.stdout.write(flag_help.help_text(max(modes), flags.FLAGS, _GROUP_ORDER))
+  mode = _help_mode(argv)
+  if mode:
+    sys.stdout.write(flag_help.help_text(mode, flags.FLAGS, _GROUP_ORDER))
     sys.exit(0)
   try:
     return flags.FLAGS(argv)

@@ -16,13 +16,20 @@ flags.
 
 import os
 
+# --help is answered before TensorFlow loads: the imports above the call hold none of
+# it, and the rest follow the call on purpose.
+# pylint: disable=wrong-import-position
+from core.params import answer_help
+from training.config import TrainConfig
+
+answer_help(TrainConfig)
+
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags
 
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from training.config import TrainConfig
 from training.preflight_checks import check_before_launch
 
 define_flags(TrainConfig)

@@ -14,15 +14,23 @@ Exit status (the table in core/errors.py): 0 a verdict, 2 bad flags, 3 unreadabl
 could not be written.
 """
 
+# --help is answered before TensorFlow loads: the imports above the call hold none of
+# it, and the rest follow the call on purpose.
+# pylint: disable=wrong-import-position
+from core.params import answer_help
+from training.config import TrainConfig
+from training.doctor.settings import DoctorSettings
+
+answer_help(TrainConfig, DoctorSettings)
+
 import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from core import errors
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from training.config import TrainConfig
 from training.doctor.diagnosis import doctor_setup, run_doctor
-from training.doctor.settings import DoctorSettings, check_settings
+from training.doctor.settings import check_settings
 
 define_flags(TrainConfig)
 define_flags(DoctorSettings)
