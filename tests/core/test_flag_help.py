@@ -47,7 +47,7 @@ ENTRIES = [
 ]
 
 # Entries whose --help comes before TensorFlow loads (core.params.answer_help, or no
-# TensorFlow at all): 0.3 s instead of 3. The others' configs import it (evaluation and
+# TensorFlow at all): 0.2 s instead of about 3. The others' configs import it (evaluation and
 # export through resolve.sampling, the tools through their modules' record code).
 HELP_WITHOUT_TENSORFLOW = {'train_image_classifier.py', 'demo.py', 'training.check_cluster',
                            'training.doctor', 'datasets.convert_videos',
