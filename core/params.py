@@ -109,13 +109,13 @@ def _help_mode(argv):
   return max(modes) if modes else None
 
 
-def answer_help(*config_classes, argv=None):
+def answer_help(*config_classes):
   """Answers --help (-h, --helpshort) from the configs' fields alone and exits 0, before
   the entry imports TensorFlow (0.2 s instead of about 3 here): an entry script calls it
   first, with config modules that import no TensorFlow. The text is parse_flags' (the
   entry's docstring, then its flags by group). Anything else, --helpfull included (it
   lists the libraries' flags too), returns to the normal start."""
-  if _help_mode(sys.argv if argv is None else argv) != 'short':
+  if _help_mode(sys.argv) != 'short':
     return
   for config_class in config_classes:
     define_flags(config_class)
