@@ -1,6 +1,8 @@
 """Fixtures shared by tests in several directories. Keep this file tiny."""
 
+import os
 import socket
+import subprocess
 
 import pytest
 
@@ -33,6 +35,27 @@ def held_port():
   holder.listen()
   yield holder.getsockname()[1]
   holder.close()
+
+
+@pytest.fixture(scope='session', autouse=True)
+def prestarted_entries():
+  """`python <entry> ...` started by a test, a fixture, or a LocalCluster in a test is
+  forked from a process with TensorFlow imported (tests/prestarted.py says what stays a
+  fresh start and why; SLIMDEPLOY_TESTS_FRESH_STARTS=1 turns it off)."""
+  from tests import prestarted  # pylint: disable=import-outside-toplevel
+  if os.environ.get('SLIMDEPLOY_TESTS_FRESH_STARTS') != '1':
+    prestarted.start_server()
+  subprocess.Popen = prestarted.Popen
+  yield
+  subprocess.Popen = prestarted.REAL_POPEN
+
+
+@pytest.fixture(autouse=True)
+def fresh_start(request, monkeypatch):
+  """A test marked `fresh_start` gets subprocess.Popen itself."""
+  if request.node.get_closest_marker('fresh_start') is not None:
+    from tests import prestarted  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(subprocess, 'Popen', prestarted.REAL_POPEN)
 
 
 def pytest_collection_modifyitems(items):
