@@ -6,7 +6,8 @@ about 450 of the suite's 1500 CPU-seconds on the 2-core machine it is timed on. 
 server process per pytest process (multiprocessing's fork server) imports the project's
 modules once, and each start forks it: the child takes the command's argv, working
 directory, environment, stdin/stdout/stderr, session, network namespace and `preexec_fn`,
-and runs the script with `runpy`, as `python script.py` would, to its exit status.
+and runs the command as the interpreter would (a script as module `__main__` with its
+absolute `__file__`, `-m` through runpy, sys.path as a fresh start's) to its exit status.
 
 The test sees what `subprocess.Popen` gives: a real process with its own pid that signals
 reach, an exit status (negative for a signal), pipes, `communicate`, `wait`, `poll`. What is
@@ -19,6 +20,8 @@ start fresh, as `subprocess.Popen` starts them:
 - a command whose environment differs from the server's in a variable read at import or
   at the interpreter's start (`IMPORT_TIME_ENV`): the tests that strip TF_CPP_MIN_LOG_LEVEL
   to check that an entry hides TensorFlow's start-up notices get real starts;
+- a command whose sys.path would not reach the project's root (a script elsewhere without
+  PYTHONPATH): a fresh start could not import the modules the server holds;
 - every start in a test marked `fresh_start` (conftest.py).
 `nsenter --target PID --net -- python ...` (LocalCluster's private network) is entered with
 setns(2) in the child, as nsenter does before it execs; other nsenter forms start fresh.
@@ -43,7 +46,8 @@ import types
 from multiprocessing import reduction
 from typing import Optional
 
-import tf_compat  # pylint: disable=unused-import  # Its os.environ defaults, before any test copies it.
+# tf_compat's os.environ defaults are set before any test copies os.environ.
+import tf_compat  # pylint: disable=unused-import
 
 REAL_POPEN = subprocess.Popen
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -25,22 +25,26 @@ I3D_FLAGS = ['--model_name=i3d', '--depth_multiplier=%g' % vt.DEPTH,
              '--dataset_name=video_folder']
 
 
-def env():
-  values = dict(os.environ)
-  for name in ('SLIMDEPLOY_TF_VERBOSE', 'TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS'):
-    values.pop(name, None)
-  values['PYTHONPATH'] = ROOT
+def env(as_users=True):
+  """This environment with PYTHONPATH; `as_users`: also without the variables that hide or
+  add TensorFlow's start-up notices, as a user's shell has it. The one-line error tests
+  need that (the entry must hide the notices itself: a fresh start, tests/prestarted.py);
+  the others check what eval.py does once started."""
+  values = dict(os.environ, PYTHONPATH=ROOT)
+  if as_users:
+    for name in ('SLIMDEPLOY_TF_VERBOSE', 'TF_CPP_MIN_LOG_LEVEL', 'PYTHONWARNINGS'):
+      values.pop(name, None)
   return values
 
 
 def start(script, args, log_path):
   log = open(log_path, 'w')  # pylint: disable=consider-using-with
-  return subprocess.Popen([sys.executable, script] + args, cwd=ROOT, env=env(),
+  return subprocess.Popen([sys.executable, script] + args, cwd=ROOT, env=env(False),
                           stdout=subprocess.PIPE, stderr=log, text=True), log
 
 
-def run(script, args):
-  return subprocess.run([sys.executable, script] + args, cwd=ROOT, env=env(),
+def run(script, args, as_users=True):
+  return subprocess.run([sys.executable, script] + args, cwd=ROOT, env=env(as_users),
                         capture_output=True, text=True, timeout=300)
 
 
@@ -81,7 +85,7 @@ def test_progress_reaches_stderr_that_is_not_a_terminal(tmp_path, tmp_path_facto
   result = run('eval.py', I3D_FLAGS + [
       '--dataset_dir=%s' % rgb_dir, '--checkpoint_path=%s' % prefix, '--eval_image_size=32',
       '--eval_frames=8', '--batch_size=1', '--log_every_n_batches=2',
-      '--num_preprocessing_threads=1', '--eval_dir=%s' % eval_dir])
+      '--num_preprocessing_threads=1', '--eval_dir=%s' % eval_dir], as_users=False)
   assert result.returncode == 0, result.stderr
   progress = [line.split('] ', 1)[-1] for line in result.stderr.splitlines()
               if re.search(r'\] rgb: \d+/6 videos', line)]
@@ -166,7 +170,7 @@ def test_watch_goes_on_after_a_stopped_run_and_ends_after_its_restart_finishes(
     assert watcher.poll() is None  # still watching for the restart
     second = subprocess.run([sys.executable, 'train_image_classifier.py'] + train_flags + [
         '--max_number_of_steps=%d' % (end_marker.read_end_marker(str(train_dir)).global_step + 5)],
-        cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300, check=False)
+        cwd=ROOT, env=env(False), capture_output=True, text=True, timeout=300, check=False)
     assert second.returncode == 0, second.stderr[-3000:]
     started = time.monotonic()
     watch_out, _ = watcher.communicate(timeout=200)
@@ -216,7 +220,8 @@ def test_eval_from_the_run_record_alone(tmp_path, tmp_path_factory):
   with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
     futures = {name: pool.submit(run, 'eval.py', args + [
         '--checkpoint_path=%s' % i3d, '--dataset_split_name=test',
-        '--eval_dir=%s' % (tmp_path / name)]) for name, args in cases.items()}
+        '--eval_dir=%s' % (tmp_path / name)], as_users=False)
+               for name, args in cases.items()}
   results = {name: future.result() for name, future in futures.items()}
   for name, result in results.items():
     assert result.returncode == 0, (name, result.stderr[-3000:])

@@ -54,19 +54,21 @@ def both(args, **kwargs):
   kwargs.setdefault('text', True)
   kwargs.setdefault('timeout', 120)
   kwargs.setdefault('env', dict(os.environ, PYTHONPATH=prestarted.ROOT))
-  forked = run_forked(args, **kwargs)
+  forked = run_forked(args, stdin_text=kwargs.get('input'),
+                      **{k: v for k, v in kwargs.items() if k != 'input'})
   fresh = subprocess.run(args, **kwargs, check=False)
   return forked, fresh
 
 
-def run_forked(args, input=None, capture_output=False, timeout=None, **kwargs):  # pylint: disable=redefined-builtin
+def run_forked(args, stdin_text=None, capture_output=False, timeout=None, **kwargs):
+  """subprocess.run's answer for a command forked by prestarted.Forked."""
   if capture_output:
     kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-  if input is not None:
+  if stdin_text is not None:
     kwargs['stdin'] = subprocess.PIPE
   assert prestarted.forkable(args, kwargs) is not None
   with prestarted.Forked(args, prestarted.parse(args), **kwargs) as process:
-    stdout, stderr = process.communicate(input, timeout=timeout)
+    stdout, stderr = process.communicate(stdin_text, timeout=timeout)
   return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
