@@ -284,9 +284,10 @@ class Forked:
     return self
 
   def __exit__(self, *exc_info):
-    for pipe in (self.stdout, self.stderr, self.stdin):
-      if pipe is not None and not pipe.closed and (self._readers is None or pipe is self.stdin):
-        pipe.close()
+    if self._readers is None:  # Otherwise communicate's threads own the pipes.
+      for pipe in (self.stdout, self.stderr, self.stdin):
+        if pipe is not None and not pipe.closed:
+          pipe.close()
     self.wait()
 
 
@@ -427,12 +428,11 @@ def _run_script(path):
 
 def _run(request):
   """The script's exit status, as the interpreter reports an uncaught exit or exception."""
+  sys.argv = [request.target] + request.argv  # runpy puts the module's path first.
   try:
     if request.module:
-      sys.argv = [request.target] + request.argv
       runpy.run_module(request.target, run_name='__main__', alter_sys=True)
     else:
-      sys.argv = [request.target] + request.argv
       _run_script(os.path.abspath(request.target))
     return 0
   except SystemExit as stop:
