@@ -105,9 +105,10 @@ def test_exit_status_and_errors_are_the_interpreters(script, args):
 
 
 def test_signals_reach_the_child_and_show_in_its_status(script):
-  process = prestarted.Popen([sys.executable, str(script), 'sleep'], stdout=subprocess.PIPE,
-                             text=True, env=dict(os.environ, PYTHONPATH=prestarted.ROOT))
-  assert isinstance(process, prestarted.Forked)
+  args = [sys.executable, str(script), 'sleep']
+  kwargs = dict(stdout=subprocess.PIPE, text=True,
+                env=dict(os.environ, PYTHONPATH=prestarted.ROOT))
+  process = prestarted.Forked(args, prestarted.forkable(args, kwargs), **kwargs)
   assert process.stdout.readline() == 'ready\n'
   assert process.poll() is None
   with pytest.raises(subprocess.TimeoutExpired):
