@@ -127,7 +127,7 @@ def parse(args):
 
 
 def _context():
-  """The fork server's context, its preload set; the server starts on the first fork."""
+  """The fork server's context; the first call sets its preload and starts it."""
   global _server_env
   context = multiprocessing.get_context('forkserver')
   with _server_lock:
@@ -192,13 +192,11 @@ class Forked:
     self.args, self.returncode, self._readers = args, None, None
     self.text_mode = bool(text or universal_newlines or encoding or errors)
     self._encoding, self._errors = encoding, errors
-    ours, theirs = [], []
-    child_in = self._descriptor(stdin, 0, False, ours, theirs)
-    child_out = self._descriptor(stdout, 1, True, ours, theirs)
-    child_err = (child_out if stderr == subprocess.STDOUT else
-                 self._descriptor(stderr, 2, True, ours, theirs))
-    self.stdin, self.stdout, self.stderr = (self._pipe_end(ours, name)
-                                            for name in ('in', 'out', 'err'))
+    theirs = []  # Opened here for the child: closed once it has them.
+    child_in, self.stdin = self._descriptor(stdin, 0, False, theirs)
+    child_out, self.stdout = self._descriptor(stdout, 1, True, theirs)
+    child_err, self.stderr = ((child_out, None) if stderr == subprocess.STDOUT else
+                              self._descriptor(stderr, 2, True, theirs))
     module, target, argv, network_pid = parsed
     request = _Request(module, target, argv, os.path.abspath(cwd or os.getcwd()),
                        dict(os.environ if env is None else env),
@@ -212,33 +210,27 @@ class Forked:
         os.close(fd)
     self.pid = self._process.pid
 
-  def _descriptor(self, spec, default, write, ours, theirs):
-    """The descriptor the child gets for `spec` (None, PIPE, DEVNULL, a file or an fd)."""
+  def _descriptor(self, spec, default, child_writes, theirs):
+    """(the descriptor the child gets for `spec`: None, PIPE, DEVNULL, a file or an fd;
+    this side's pipe end for PIPE, else None)."""
     if spec is None:
-      return default
+      return default, None
     if spec == subprocess.DEVNULL:
-      fd = os.open(os.devnull, os.O_RDWR)
-      theirs.append(fd)
-      return fd
+      theirs.append(os.open(os.devnull, os.O_RDWR))
+      return theirs[-1], None
     if spec == subprocess.PIPE:
       read_fd, write_fd = os.pipe()
-      mine, child = (read_fd, write_fd) if write else (write_fd, read_fd)
+      mine, child = (read_fd, write_fd) if child_writes else (write_fd, read_fd)
       theirs.append(child)
-      ours.append(self._wrap(mine, write, {0: 'in', 1: 'out', 2: 'err'}[default]))
-      return child
-    return spec if isinstance(spec, int) else spec.fileno()
+      return child, self._wrap(mine, child_writes)
+    return (spec if isinstance(spec, int) else spec.fileno()), None
 
-  def _wrap(self, fd, readable, name):
-    raw = open(fd, 'rb' if readable else 'wb')  # pylint: disable=consider-using-with
+  def _wrap(self, fd, readable):
+    pipe = open(fd, 'rb' if readable else 'wb')  # pylint: disable=consider-using-with
     if self.text_mode:
-      raw = io.TextIOWrapper(raw, encoding=self._encoding, errors=self._errors,
-                             write_through=True)
-    raw.pipe_name = name
-    return raw
-
-  @staticmethod
-  def _pipe_end(ours, name):
-    return next((f for f in ours if f.pipe_name == name), None)
+      pipe = io.TextIOWrapper(pipe, encoding=self._encoding, errors=self._errors,
+                              write_through=True)
+    return pipe
 
   def poll(self):
     if self.returncode is None:
@@ -270,12 +262,13 @@ class Forked:
       if self.stdin is not None:
         threading.Thread(target=_write_and_close, args=(self.stdin, input),
                          daemon=True).start()
-    deadline = None if timeout is None else _now() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    left = lambda: None if deadline is None else max(0.0, deadline - time.monotonic())
     for reader in self._readers:
-      reader.join(None if deadline is None else max(0.0, deadline - _now()))
+      reader.join(left())
       if reader.is_alive():
         raise subprocess.TimeoutExpired(self.args, timeout)
-    self.wait(None if deadline is None else max(0.0, deadline - _now()))
+    self.wait(left())
     data = {id(r.pipe): r.data for r in self._readers}
     return tuple(data.get(id(p)) if p is not None else None
                  for p in (self.stdout, self.stderr))
@@ -289,10 +282,6 @@ class Forked:
         if pipe is not None and not pipe.closed:
           pipe.close()
     self.wait()
-
-
-def _now():
-  return time.monotonic()
 
 
 def _write_and_close(pipe, data):
