@@ -41,8 +41,10 @@ def held_port():
 def prestarted_entries():
   """`python <entry> ...` started by a test, a fixture, or a LocalCluster in a test is
   forked from a process with TensorFlow imported (tests/prestarted.py says what stays a
-  fresh start and why; SLIMDEPLOY_TESTS_FRESH_STARTS=1 turns it off)."""
-  from tests import prestarted  # pylint: disable=import-outside-toplevel
+  fresh start and why; SLIMDEPLOY_TESTS_FRESH_STARTS=1 turns it off). Sessions run
+  without grappler (tests/graph_optimizer.py)."""
+  from tests import graph_optimizer, prestarted  # pylint: disable=import-outside-toplevel
+  graph_optimizer.install()
   if os.environ.get('SLIMDEPLOY_TESTS_FRESH_STARTS') != '1':
     prestarted.start_server()
   subprocess.Popen = prestarted.Popen
@@ -56,6 +58,14 @@ def fresh_start(request, monkeypatch):
   if request.node.get_closest_marker('fresh_start') is not None:
     from tests import prestarted  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(subprocess, 'Popen', prestarted.REAL_POPEN)
+
+
+@pytest.fixture(autouse=True)
+def grappler(request, monkeypatch):
+  """A test marked `grappler` or `timing` keeps TensorFlow's graph optimizer, also in the
+  processes it starts (tests/graph_optimizer.py)."""
+  if request.node.get_closest_marker('grappler') or request.node.get_closest_marker('timing'):
+    monkeypatch.setenv('SLIMDEPLOY_TESTS_GRAPPLER', '1')
 
 
 def pytest_collection_modifyitems(items):

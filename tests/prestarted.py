@@ -23,6 +23,8 @@ start fresh, as `subprocess.Popen` starts them:
 - a command whose sys.path would not reach the project's root (a script elsewhere without
   PYTHONPATH): a fresh start could not import the modules the server holds;
 - every start in a test marked `fresh_start` (conftest.py).
+A forked entry's sessions run without grappler unless SLIMDEPLOY_TESTS_GRAPPLER=1 is in its
+environment (tests/graph_optimizer.py); a fresh start keeps it.
 `nsenter --target PID --net -- python ...` (LocalCluster's private network) is entered with
 setns(2) in the child, as nsenter does before it execs; other nsenter forms start fresh.
 """
@@ -48,6 +50,7 @@ from typing import Optional
 
 # tf_compat's os.environ defaults are set before any test copies os.environ.
 import tf_compat  # pylint: disable=unused-import
+from tests import graph_optimizer
 
 REAL_POPEN = subprocess.Popen
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -393,6 +396,7 @@ def _run_in_child(request):
   if 'numpy' in sys.modules:
     sys.modules['numpy'].random.seed()  # A fresh process's global generator is unseeded.
   sys.path[:] = _python_path(request)
+  graph_optimizer.install()
   code = _run(request)
   threading._shutdown()  # pylint: disable=protected-access
   atexit._run_exitfuncs()  # pylint: disable=protected-access
