@@ -60,12 +60,19 @@ def fresh_start(request, monkeypatch):
     monkeypatch.setattr(subprocess, 'Popen', prestarted.REAL_POPEN)
 
 
-@pytest.fixture(autouse=True)
-def grappler(request, monkeypatch):
-  """A test marked `grappler` or `timing` keeps TensorFlow's graph optimizer, also in the
-  processes it starts (tests/graph_optimizer.py)."""
-  if request.node.get_closest_marker('grappler') or request.node.get_closest_marker('timing'):
-    monkeypatch.setenv('SLIMDEPLOY_TESTS_GRAPPLER', '1')
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item):
+  """A test marked `grappler` or `timing` keeps TensorFlow's graph optimizer, in the module
+  fixtures its setup makes and the processes it starts too (tests/graph_optimizer.py)."""
+  keep = item.get_closest_marker('grappler') or item.get_closest_marker('timing')
+  before = os.environ.get('SLIMDEPLOY_TESTS_GRAPPLER')
+  if keep:
+    os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = '1'
+  yield
+  if keep and before is None:
+    del os.environ['SLIMDEPLOY_TESTS_GRAPPLER']
+  elif keep:
+    os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = before
 
 
 def pytest_collection_modifyitems(items):

@@ -42,7 +42,9 @@ def evaluate(config):
   return image_eval.evaluate(check_eval_config(config))
 
 
-pytestmark = pytest.mark.slow
+# The kernels a traced step ran, after grappler's rewrites: keeps grappler
+# (tests/graph_optimizer.py).
+pytestmark = [pytest.mark.slow, pytest.mark.grappler]
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 DT = {'float32': 1, 'float16': 19, 'bfloat16': 14}  # types.proto DataType enums
