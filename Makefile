@@ -11,15 +11,12 @@ DEMO_DIR ?= runs/demo
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
-# it. tf-keras goes in with --no-deps (why: requirements-tfkeras.txt). --no-compile: the
-# modules a run imports are compiled then, once, instead of pip compiling all ~10,000
-# files as it installs them.
+# it. tf-keras goes in with --no-deps (why: requirements-tfkeras.txt).
 $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip -c constraints.txt
-	$(PY) -m pip install --quiet --no-compile -r requirements.txt -r requirements-test.txt \
-	    -c constraints.txt
-	$(PY) -m pip install --quiet --no-compile --no-deps -r requirements-tfkeras.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-test.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-tfkeras.txt
 	touch $@
 
 # Defined before `setup`, whose prerequisites make expands as it reads the rule: after

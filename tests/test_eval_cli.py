@@ -102,8 +102,9 @@ def test_progress_reaches_stderr_that_is_not_a_terminal(tmp_path, tmp_path_facto
 @pytest.mark.slow
 def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path_factory):
   """eval.py --watch starts before the training directory exists, evaluates each new
-  checkpoint once as the trainer saves it (every second), and exits by itself after
-  the last step: no step count is given, the trainer's end marker ends the watch."""
+  checkpoint once as the trainer saves it (every 4 steps: 3 checkpoints, however fast the
+  steps; a 12-step run can end within a second), and exits by itself after the last step:
+  no step count is given, the trainer's end marker ends the watch."""
   rgb_dir = vt.converted(tmp_path_factory, 'rgb')
   train_dir, eval_dir, steps = tmp_path / 'train', tmp_path / 'eval', 12
   watcher, watch_log = start('eval.py', I3D_FLAGS + [
@@ -114,7 +115,8 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
   trainer, train_log = start('train_image_classifier.py', I3D_FLAGS + [
       '--dataset_dir=%s' % rgb_dir, '--train_dir=%s' % train_dir, '--clip_frames=4',
       '--train_image_size=32', '--batch_size=2', '--max_number_of_steps=%d' % steps,
-      '--save_interval_secs=1', '--save_summaries_secs=600', '--optimizer=sgd',
+      '--save_interval_secs=0', '--save_interval_steps=4', '--save_summaries_secs=600',
+      '--optimizer=sgd',
       '--learning_rate=0.01', '--learning_rate_decay_type=fixed', '--num_readers=1',
       '--num_preprocessing_threads=1', '--log_every_n_steps=1'], tmp_path / 'train.log')
   try:

@@ -15,7 +15,9 @@ import pytest
 
 from tests import prestarted
 
-pytestmark = pytest.mark.fresh_start  # Compares both ways itself: no stand-in underneath.
+# Compares both ways itself: no stand-in underneath. `slow`: its tests start fresh
+# interpreters (5-10 s each), and a file of them starting last kept one core idle.
+pytestmark = [pytest.mark.fresh_start, pytest.mark.slow]
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys
