@@ -8,9 +8,9 @@ rewrites (constant folding, arithmetic simplification) may reorder float32 sums 
 three steps: no difference seen; I3D's first step: 1e-6). I3D is compared on its first
 step only: training-mode batch norm over 2 clips whose last maps are 1x1x1 amplifies
 differences of 1e-6 as the weights move (its second step's loss differed by 3 % here;
-tests/training/test_train_xla.py saw the same with XLA); LeNet's steps check the updates. That grappler ran in one run
-and not in the other is read from the nodes each first step executed: those its constant
-folding made (`ConstantFolding/...`) only with it.
+tests/training/test_train_xla.py saw the same with XLA); LeNet's steps check the updates.
+That grappler ran in one run and not in the other is read from the nodes each first step
+executed: those its constant folding made (`ConstantFolding/...`) only with it.
 """
 
 import numpy as np
