@@ -64,14 +64,15 @@ def fresh_start(request, monkeypatch):
 def pytest_runtest_protocol(item):
   """A test marked `grappler` or `timing` keeps TensorFlow's graph optimizer, in the module
   fixtures its setup makes and the processes it starts too (tests/graph_optimizer.py)."""
-  keep = item.get_closest_marker('grappler') or item.get_closest_marker('timing')
+  if not (item.get_closest_marker('grappler') or item.get_closest_marker('timing')):
+    yield
+    return
   before = os.environ.get('SLIMDEPLOY_TESTS_GRAPPLER')
-  if keep:
-    os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = '1'
+  os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = '1'
   yield
-  if keep and before is None:
+  if before is None:
     del os.environ['SLIMDEPLOY_TESTS_GRAPPLER']
-  elif keep:
+  else:
     os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = before
 
 

@@ -116,9 +116,9 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
       '--dataset_dir=%s' % rgb_dir, '--train_dir=%s' % train_dir, '--clip_frames=4',
       '--train_image_size=32', '--batch_size=2', '--max_number_of_steps=%d' % steps,
       '--save_interval_secs=0', '--save_interval_steps=4', '--save_summaries_secs=600',
-      '--optimizer=sgd',
-      '--learning_rate=0.01', '--learning_rate_decay_type=fixed', '--num_readers=1',
-      '--num_preprocessing_threads=1', '--log_every_n_steps=1'], tmp_path / 'train.log')
+      '--optimizer=sgd', '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
+      '--num_readers=1', '--num_preprocessing_threads=1', '--log_every_n_steps=1'],
+      tmp_path / 'train.log')
   try:
     trainer.communicate(timeout=300)
     watch_out, _ = watcher.communicate(timeout=300)
