@@ -7,19 +7,31 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu jpeg-op jpeg-headers lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
+.PHONY: setup setup-parts setup-gpu jpeg-op jpeg-headers lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
-# it. tf-keras goes in with --no-deps (why: requirements-tfkeras.txt).
+# it. tf-keras goes in with --no-deps (why: requirements-tfkeras.txt). pip installs without
+# compiling, and $(BYTECODE) compiles the venv's modules on both cores beside the op's
+# build (pip compiles on one core, a third of its time): the compiled files must be there,
+# since an environment with PYTHONDONTWRITEBYTECODE never writes them on import and every
+# start would compile TensorFlow again.
 $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip -c constraints.txt
-	$(PY) -m pip install --quiet -r requirements.txt -r requirements-test.txt -c constraints.txt
-	$(PY) -m pip install --quiet --no-deps -r requirements-tfkeras.txt
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt -r requirements-test.txt \
+	    -c constraints.txt
+	$(PY) -m pip install --quiet --no-compile --no-deps -r requirements-tfkeras.txt
 	touch $@
 
-# Defined before `setup`, whose prerequisites make expands as it reads the rule: after
+# Files that do not compile (a Python 2 module in scikit-video) are left out, as pip does.
+BYTECODE := $(VENV)/.bytecode-stamp
+$(BYTECODE): $(STAMP)
+	$(PY) -m compileall -q -j 0 \
+	    $$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))') >/dev/null || true
+	touch $@
+
+# Defined before `setup-parts`, whose prerequisites make expands as it reads the rule: after
 # it, $(JPEG_OP) would be empty there and a fresh clone would never build the op.
 # The clip pipeline's custom op (datasets/inputs/jpeg_windows.py, docs/benchmarks.md issue
 # 23): built against the TensorFlow of $(PY) (.venv's: rebuilt after a reinstall; another
@@ -29,17 +41,25 @@ $(STAMP): requirements.txt requirements-test.txt requirements-tfkeras.txt constr
 JPEG_OP := datasets/inputs/ops/jpeg_windows.so
 JPEG_OP_SOURCE := datasets/inputs/ops/jpeg_windows.cc
 JPEG_OP_VENV := $(if $(filter $(PY),$(VENV)/bin/python),$(STAMP))
-TF_FLAGS = TF_CPP_MIN_LOG_LEVEL=3 $(PY) -c 'import sys, tensorflow as tf; \
-    print(" ".join(getattr(tf.sysconfig, "get_%s_flags" % sys.argv[1])()))'
+# TensorFlow's compile flags and link flags, a line each, from one import (4-5 s each).
+TF_FLAGS = TF_CPP_MIN_LOG_LEVEL=3 $(PY) -c 'import tensorflow as tf; \
+    print(" ".join(tf.sysconfig.get_compile_flags())); \
+    print(" ".join(tf.sysconfig.get_link_flags()))'
 $(JPEG_OP): $(JPEG_OP_SOURCE) $(JPEG_OP_VENV)
 	@printf '#include <stdio.h>\n#include <jpeglib.h>\n' | $(CXX) -E -x c++ - >/dev/null 2>&1 \
 	    || $(MAKE) --no-print-directory jpeg-headers
-	$(CXX) -O2 -shared -fPIC -Wno-deprecated-declarations -Wno-interference-size \
-	    $$($(TF_FLAGS) compile) $(JPEG_OP_SOURCE) -o $@ $$($(TF_FLAGS) link) -ljpeg
+	flags="$$($(TF_FLAGS))" && $(CXX) -O2 -shared -fPIC -Wno-deprecated-declarations \
+	    -Wno-interference-size $$(echo "$$flags" | sed -n 1p) $(JPEG_OP_SOURCE) -o $@ \
+	    $$(echo "$$flags" | sed -n 2p) -ljpeg
 
 jpeg-op: $(JPEG_OP)
 
-setup: $(STAMP) $(JPEG_OP)
+# The venv first, then its compiled modules and the op at once (2 jobs).
+setup: $(STAMP)
+	@$(MAKE) --no-print-directory -j2 setup-parts
+
+setup-parts: $(BYTECODE) $(JPEG_OP)
+	@:
 
 jpeg-headers:
 	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
@@ -156,9 +176,12 @@ demo-i3d: setup
 # from elapsed time and CPU share, collected from the files that mark any (the whole tree's
 # collection cost that pass 8 s). Both passes run; the target fails if either failed.
 TIMING_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timing' tests)
+TEST_WORKERS ?= 2
+TIMING_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -n 2 --dist loadfile -m "not heavy and not timing"; \
-	first=$$?; $(PY) -m pytest -m "timing and not heavy" $(TIMING_FILES); second=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy and not timing"; \
+	first=$$?; $(PY) -m pytest -n $(TIMING_WORKERS) --dist loadfile -m "timing and not heavy" \
+	    $(TIMING_FILES); second=$$?; \
 	test $$first -eq 0 -a $$second -eq 0
 
 test-fast: setup
