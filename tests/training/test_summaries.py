@@ -110,7 +110,9 @@ def wait_shares(train_dir):
 @pytest.mark.timing
 def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeypatch):
   """The contrast is built in (a 0.1 s sleep per batch against LeNet steps of a few ms),
-  so it cannot flip on a loaded machine."""
+  so it cannot flip on a loaded machine: every line of the starved run shows more input
+  wait than any line of the same run without the sleep (compared with each other, not
+  with a fixed share)."""
   def shares(train_dir):
     train_with_timeout(make_config(digits_dir, train_dir, max_number_of_steps=24,
                                    log_every_n_steps=4))
@@ -119,8 +121,7 @@ def test_a_starved_input_shows_a_larger_input_wait(digits_dir, tmp_path, monkeyp
   starve_training(monkeypatch, input_factory.IMAGE, 0.1)
   starved = shares(tmp_path / 'starved')
   assert len(default) == len(starved) == 5
-  assert all(share > 0.6 for share in starved), starved
-  assert sum(share > 0.3 for share in default) == 0, default
+  assert min(starved) > max(default), (starved, default)
 
 
 @pytest.fixture(scope='module')
@@ -217,11 +218,12 @@ def test_input_wait_is_the_draws_wait_not_the_clones_compute(num_clones,
                                                              num_micro_batches):
   """A pipeline that makes its batches at once waits for nothing, however long the
   clones compute; one that sleeps 0.2 s per batch, against 0.01 s of compute, is waited
-  for most of the time. Both counted per draw, for N clones and K micro-batches."""
+  for every sleep. Both counted per draw, for N clones and K micro-batches, and bounded by
+  the sleeps themselves (which a loaded machine can only lengthen), not by shares."""
   draws = 2 * num_clones * num_micro_batches   # 2 steps
   elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0, 0.2)
   assert elapsed >= draws * 0.2            # the compute ran, one clone after another ...
-  assert 0 <= waited < 0.1 * elapsed       # ... and none of it was counted as input wait
+  assert 0 <= waited < 0.2                 # ... and not one clone's of it counted as wait
   elapsed, waited = _measured_wait(num_clones, num_micro_batches, 0.2, 0.01)
-  assert waited >= draws * 0.2 * 0.9       # every draw's sleep (clock resolution aside)
-  assert waited > 0.6 * elapsed
+  assert waited >= draws * 0.2 * 0.9       # every draw's sleep (clock resolution aside) ...
+  assert waited <= elapsed                 # ... and no wait counted twice (2 clones' draws)
