@@ -175,10 +175,11 @@ demo-i3d: setup
 # its module fixtures are made once; a third worker keeps both cores busy while a test
 # waits on real processes: 9:49 against 10:42 for the first pass on 2026-11-27), then the
 # `timing` tests, whose figures come from elapsed time and CPU share, on two workers, a
-# file each (each file's figures compare a starved input with a plain one, so another
-# file beside them lengthens both alike: 38 s against 62 alone). They are collected from
-# the files that mark any (the whole tree's collection cost that pass 8 s). Both passes
-# run; the target fails if either failed.
+# file each: their contrasts are built in (a starved input against a plain one, a sleep
+# as a bound) and held beside two busy processes, and the other file is mostly asleep (38
+# s against 62 one file after the other). They are collected from the files that mark any
+# (the whole tree's collection cost that pass 8 s). Both passes run; the target fails if
+# either failed.
 TIMING_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timing' tests)
 TEST_WORKERS ?= 3
 TIMING_WORKERS ?= 2
