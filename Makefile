@@ -172,8 +172,10 @@ demo-i3d: setup
 	    --eval_dir=$(I3D_DIR)/eval --min_accuracy=0.9
 
 # Two passes: the test files on three pytest-xdist workers (a file's tests on one worker so
-# its module fixtures are made once; a third worker keeps both cores busy while a test
-# waits on real processes: 9:49 against 10:42 for the first pass on 2026-11-27), then the
+# its module fixtures are made once; with three the cores stay 99 % busy while a test waits
+# on real processes, about 92 % with two, yet paired runs on 2026-11-28 took as long either
+# way, 11:37 against 11:28 for the first pass: the contention a third adds eats its gain;
+# beside two busy processes it holds more of the cores: 19:10 in all), then the
 # `timing` tests, whose figures come from elapsed time and CPU share, on two workers, a
 # file each: their contrasts are built in (a starved input against a plain one, a sleep
 # as a bound) and held beside two busy processes, and the other file is mostly asleep (38
