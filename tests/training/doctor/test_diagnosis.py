@@ -114,11 +114,12 @@ def test_the_doctor_and_the_progress_lines_agree_on_the_input(digits_dir, tmp_pa
   batch): the doctor says input-bound for the starved input alone, and every wait figure
   of the starved input, the doctor's and the progress lines', is above every one of the
   other (compared with each other, not with a fixed share)."""
-  def measure_both_ways(name):
+  def measure(name, starved):
+    """-> (the doctor's verdict, the progress lines' wait shares + the doctor's)."""
     config = _config(digits_dir, tmp_path / name, num_clones=2, max_number_of_steps=7,
                      log_every_n_steps=2, save_interval_secs=600)
     setup = check_train_config(config)
-    if name == 'starved':
+    if starved:
       setup = dataclasses.replace(setup, input=StarvedInput(setup.input, SLEEP_SECS))
       starve_training(monkeypatch, input_factory.IMAGE, SLEEP_SECS)
     result = diagnosis.diagnose(setup, SETTINGS)
@@ -126,8 +127,8 @@ def test_the_doctor_and_the_progress_lines_agree_on_the_input(digits_dir, tmp_pa
                        if m.component == FULL)
     train_with_timeout(config)
     return result.verdict, wait_shares(tmp_path / name / 'train') + [doctor_wait]
-  plain_verdict, plain = measure_both_ways('digits')
-  starved_verdict, starved = measure_both_ways('starved')
+  plain_verdict, plain = measure('digits', starved=False)
+  starved_verdict, starved = measure('starved', starved=True)
   assert len(plain) == len(starved) == 3
   assert plain_verdict.name != verdicts.INPUT_BOUND, plain_verdict
   assert starved_verdict.name == verdicts.INPUT_BOUND, starved_verdict
