@@ -16,13 +16,19 @@ nothing a start prints or reads at import time happens again. Commands that depe
 start fresh, as `subprocess.Popen` starts them:
 - any command that is not `python script.py ...` or `python -m module ...` (interpreter
   options, `-c`, other programs), or that asks for what this does not do (pass_fds, shell,
-  user, ...);
+  user, ..., a `preexec_fn` that cannot be pickled to the server, such as a lambda);
 - a command whose environment differs from the server's in a variable read at import or
   at the interpreter's start (`IMPORT_TIME_ENV`): the tests that strip TF_CPP_MIN_LOG_LEVEL
   to check that an entry hides TensorFlow's start-up notices get real starts;
 - a command whose sys.path would not reach the project's root (a script elsewhere without
   PYTHONPATH): a fresh start could not import the modules the server holds;
 - every start in a test marked `fresh_start` (conftest.py).
+A forked entry's own `python <entry> ...` starts (demo.py's stages) are forked by the same
+server, under the same rules: the child holds the server's address and the descriptor that
+keeps it alive (multiprocessing's fork server gave them to it), so the entry's subprocess.Popen
+is this module's and such a start is the server's child, not the entry's, as a real child
+would be its (the entry's exit leaves it running, and `wait`, `poll` and signals reach it
+by pid). The entry's own multiprocessing gets a fork server of its own, as a fresh start's.
 A forked entry's sessions run without grappler unless SLIMDEPLOY_TESTS_GRAPPLER=1 is in its
 environment (tests/graph_optimizer.py); a fresh start keeps it.
 `nsenter --target PID --net -- python ...` (LocalCluster's private network) is entered with
@@ -38,14 +44,16 @@ import io
 import itertools
 import multiprocessing
 import os
+import pickle
 import runpy
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import types
-from multiprocessing import reduction
+from multiprocessing import forkserver, process, reduction, resource_tracker, spawn
 from typing import Optional
 
 # tf_compat's os.environ defaults are set before any test copies os.environ.
@@ -78,6 +86,11 @@ _server_env = None
 # takes it back from multiprocessing's bootstrap, which made the child a "ForkServerProcess".
 _MAIN_PROCESS = multiprocessing.current_process()
 _server_lock = threading.Lock()
+# In a forked child: the server it was forked from (for its Forked starts) and the script's
+# own fork server (for its multiprocessing), chosen per thread by `_starting.forked`.
+_test_server = None
+_own_server = None
+_starting = threading.local()
 
 
 @dataclasses.dataclass
@@ -152,7 +165,8 @@ def start_server():
 def forkable(args, kwargs):
   """The parsed command if this can start it forked, else None (see the module doc)."""
   parsed = parse(args)
-  if parsed is None or set(kwargs) - _SUPPORTED or kwargs.get('close_fds') is False:
+  if (parsed is None or set(kwargs) - _SUPPORTED or kwargs.get('close_fds') is False or
+      not _picklable(kwargs.get('preexec_fn'))):
     return None
   _context()
   env = os.environ if kwargs.get('env') is None else kwargs['env']
@@ -162,6 +176,14 @@ def forkable(args, kwargs):
   if ROOT not in _first_paths(parsed[0], parsed[1], cwd, env):
     return None  # A fresh start could not import the project's modules the server holds.
   return parsed
+
+
+def _picklable(value):
+  try:
+    pickle.dumps(value)
+  except (pickle.PicklingError, AttributeError, TypeError):
+    return False
+  return True
 
 
 def Popen(args, **kwargs):  # pylint: disable=invalid-name
@@ -206,11 +228,17 @@ class Forked:
                        tuple(_PassedFd(fd) for fd in (child_in, child_out, child_err)),
                        start_new_session, network_pid, preexec_fn)
     self._process = _context().Process(target=_run_in_child, args=(request,), daemon=True)
+    _starting.forked = True
     try:
       self._process.start()
     finally:
+      _starting.forked = False
       for fd in theirs:
         os.close(fd)
+    if _test_server is not None:
+      # Started by a forked entry: not one of its multiprocessing children, whose daemons
+      # its exit would end; a real child outlives it.
+      process._children.discard(self._process)  # pylint: disable=protected-access
     self.pid = self._process.pid
 
   def _descriptor(self, spec, default, child_writes, theirs):
@@ -302,21 +330,76 @@ def _write_and_close(pipe, data):
 
 # ---- In the forked child ----------------------------------------------------------------
 
+class _ServerOfThisFork:
+  """The fork server this child was forked from, as its client: the server's address, the
+  descriptor that keeps it alive and the pytest process's resource tracker, all handed to
+  the child by multiprocessing's fork server (the server runs as long as that pytest
+  process). A resource tracker of the child's own would hold the entry's output open."""
+
+  def __init__(self, address, alive_fd, tracker_fd):
+    self.address, self.alive_fd, self.tracker_fd = address, alive_fd, tracker_fd
+
+  def connect_to_new_process(self, fds):
+    """What multiprocessing's fork server takes to fork a child: (status_r, data_w)."""
+    parent_r, child_w = os.pipe()
+    child_r, parent_w = os.pipe()
+    try:
+      with socket.socket(socket.AF_UNIX) as client:
+        client.connect(self.address)
+        reduction.sendfds(client, [child_r, child_w, self.alive_fd, self.tracker_fd] +
+                          list(fds))
+    except BaseException:
+      os.close(parent_r)
+      os.close(parent_w)
+      raise
+    finally:
+      os.close(child_r)
+      os.close(child_w)
+    return parent_r, parent_w
+
+
+def _connect_to_new_process(fds):
+  """multiprocessing.forkserver's request in a forked child: to the server it was forked
+  from for this thread's Forked start, to the script's own fork server otherwise."""
+  server = _test_server if getattr(_starting, 'forked', False) else _own_server
+  return server.connect_to_new_process(fds)
+
+
+_PREPARATION_DATA = spawn.get_preparation_data
+
+
+def _preparation_data(name):
+  """multiprocessing's preparation data in a forked child, without the script's main module
+  for a Forked start: multiprocessing would run it again in the new process (as
+  `__mp_main__`), which a fresh start of another command never does."""
+  data = _PREPARATION_DATA(name)
+  if getattr(_starting, 'forked', False):
+    data.pop('init_main_from_name', None)
+    data.pop('init_main_from_path', None)
+  return data
+
+
 def _become_main():
   """multiprocessing's view of this process as a fresh interpreter's: the main process, no
-  parent, no children, no start method chosen, no fork server or resource tracker yet."""
+  parent, no children, no start method chosen, no fork server or resource tracker yet
+  (Forked starts still reach the server this child was forked from)."""
   # pylint: disable=import-outside-toplevel,protected-access
-  from multiprocessing import context, forkserver, process, resource_tracker
+  global _test_server, _own_server
+  from multiprocessing import context
+  _test_server = _ServerOfThisFork(forkserver._forkserver._forkserver_address,
+                                   forkserver._forkserver._forkserver_alive_fd,
+                                   resource_tracker._resource_tracker._fd)
   process._current_process = _MAIN_PROCESS
   _MAIN_PROCESS.authkey = os.urandom(32)
   process._parent_process = None
   process._children = set()
   process._process_counter = itertools.count(1)
   context._default_context._actual_context = None
-  server = forkserver._forkserver = forkserver.ForkServer()
-  for name in ('ensure_running', 'get_inherited_fds', 'connect_to_new_process',
-               'set_forkserver_preload'):
+  server = _own_server = forkserver._forkserver = forkserver.ForkServer()
+  for name in ('ensure_running', 'get_inherited_fds', 'set_forkserver_preload'):
     setattr(forkserver, name, getattr(server, name))
+  forkserver.connect_to_new_process = _connect_to_new_process
+  spawn.get_preparation_data = _preparation_data
   tracker = resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
   for name in ('ensure_running', 'register', 'unregister', 'getfd'):
     setattr(resource_tracker, name, getattr(tracker, name))
@@ -376,6 +459,7 @@ def _exit_status(code):
 
 def _run_in_child(request):
   """The child's whole life: set up as the command's own process, run, exit."""
+  global _server_env
   _become_main()
   fds = request.fds
   for target, fd in enumerate(fds):
@@ -385,6 +469,7 @@ def _run_in_child(request):
   inherited = (sys.stdout, sys.stderr)
   _standard_streams()
   os.chdir(request.cwd)
+  _server_env = {name: os.environ.get(name) for name in IMPORT_TIME_ENV}  # The server's.
   os.environ.clear()
   os.environ.update(request.env)
   if request.new_session:
@@ -397,6 +482,7 @@ def _run_in_child(request):
     sys.modules['numpy'].random.seed()  # A fresh process's global generator is unseeded.
   sys.path[:] = _python_path(request)
   graph_optimizer.install()
+  subprocess.Popen = Popen  # The entry's own entries are forked too.
   code = _run(request)
   threading._shutdown()  # pylint: disable=protected-access
   atexit._run_exitfuncs()  # pylint: disable=protected-access

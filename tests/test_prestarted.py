@@ -136,11 +136,43 @@ def test_a_private_network_is_entered_as_nsenter_enters_it(script, tmp_path):
   assert inside[0] == inside[1] != os.readlink('/proc/self/ns/net')
 
 
+OUTER = textwrap.dedent('''
+    import subprocess, sys
+    inner = subprocess.run([sys.executable, 'inner.py'], capture_output=True, text=True)
+    print(inner.returncode, inner.stdout.strip())
+    left = subprocess.Popen([sys.executable, 'inner.py', 'sleep'], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    print(left.stdout.readline().strip(), left.pid, flush=True)
+''')
+INNER = textwrap.dedent('''
+    import sys, time
+    print('preloaded' if 'tensorflow' in sys.modules else 'fresh', flush=True)
+    if sys.argv[1:] == ['sleep']:
+      time.sleep(60)
+    sys.exit(3)
+''')
+
+
+def test_an_entry_that_a_forked_entry_starts_is_forked_too_and_outlives_it(tmp_path):
+  (tmp_path / 'outer.py').write_text(OUTER)
+  (tmp_path / 'inner.py').write_text(INNER)
+  forked, fresh = both([sys.executable, 'outer.py'], cwd=str(tmp_path),
+                       env=dict(os.environ, PYTHONPATH=prestarted.ROOT))
+  assert forked.returncode == fresh.returncode == 0, (forked.stderr, fresh.stderr)
+  lines = [result.stdout.splitlines() for result in (forked, fresh)]
+  assert [line[0] for line in lines] == ['3 preloaded', '3 fresh']
+  for (_, left), way in zip(lines, ('preloaded', 'fresh')):
+    said, pid = left.split()
+    assert said == way
+    os.kill(int(pid), signal.SIGKILL)  # Still running after the entry's exit: no error.
+
+
 @pytest.mark.parametrize('args,kwargs', [
     (['-c', 'print(1)'], {}),
     (['-X', 'importtime', 'script.py'], {}),
     (['script.py'], {'shell': False, 'pass_fds': (0,)}),
     (['script.py'], {'env': {'TF_CPP_MIN_LOG_LEVEL': '0'}}),
+    (['script.py'], {'preexec_fn': lambda: None}),  # Not picklable to the server.
     (['/elsewhere/script.py'], {}),  # The project's modules not on its path.
 ])
 def test_what_would_differ_starts_fresh(args, kwargs):
