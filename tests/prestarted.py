@@ -24,11 +24,11 @@ start fresh, as `subprocess.Popen` starts them:
   PYTHONPATH): a fresh start could not import the modules the server holds;
 - every start in a test marked `fresh_start` (conftest.py).
 A forked entry's own `python <entry> ...` starts (demo.py's stages) are forked by the same
-server, under the same rules: the child holds the server's address and the descriptor that
-keeps it alive (multiprocessing's fork server gave them to it), so the entry's subprocess.Popen
-is this module's and such a start is the server's child, not the entry's, as a real child
-would be its (the entry's exit leaves it running, and `wait`, `poll` and signals reach it
-by pid). The entry's own multiprocessing gets a fork server of its own, as a fresh start's.
+server, under the same rules: in the child subprocess.Popen is this module's, and it reaches
+the server with the address and descriptors multiprocessing's fork server gave the child.
+Such a start is the server's child, not the entry's: the entry's exit leaves it running, as
+it leaves a real child, and `wait`, `poll` and signals reach it by pid. The entry's own
+multiprocessing gets a fork server of its own, as a fresh start's.
 A forked entry's sessions run without grappler unless SLIMDEPLOY_TESTS_GRAPPLER=1 is in its
 environment (tests/graph_optimizer.py); a fresh start keeps it.
 `nsenter --target PID --net -- python ...` (LocalCluster's private network) is entered with

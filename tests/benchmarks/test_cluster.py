@@ -41,9 +41,9 @@ def test_the_rounds_flip_the_order_and_the_summary_is_the_median_of_round_ratios
 
 @pytest.mark.slow
 @pytest.mark.cluster
-# Forked tasks (tests/prestarted.py) are the fork server's children, so `other_cores` counts
-# their CPU as other processes'; in a parallel run the other pytest workers' is counted there
-# anyway, and nothing here reads it: the per-task CPU is read by pid (/proc/<pid>/stat).
+# Forked tasks (tests/prestarted.py) are the fork server's children, so `other_cores`
+# counts their CPU as other processes'; in a parallel run the other pytest workers' is
+# counted there anyway, and nothing here reads it. The per-task CPU is read by pid.
 def test_the_benchmark_runs_one_round_of_real_clusters(digits_dir, tmp_path, capsys):
   settings = cluster.check_settings(cluster.ClusterSettings(
       model_name='lenet', batch_size=8, steps_per_worker=21, warmup_steps=2, rounds=1,
