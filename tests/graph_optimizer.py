@@ -8,8 +8,9 @@ graph rewrites; deployment/xla.py turns grappler's remapper off), so the tests c
 graphs, run unrewritten.
 
 What keeps grappler on: tests marked `grappler` (those that read a traced step, which
-shows what grappler rewrote, and XLA's), the `timing` tests (their figures are a user's), processes that start fresh
-(tests/prestarted.py) and `SLIMDEPLOY_TESTS_GRAPPLER=1` for a whole run.
+shows what grappler rewrote, and XLA's), the `timing` tests (their figures are a user's),
+processes that start fresh (tests/prestarted.py) and `SLIMDEPLOY_TESTS_GRAPPLER=1` for a
+whole run.
 tests/test_graph_optimizer.py runs the trainer and evaluation both ways and compares.
 
 Sessions are patched in the pytest process (tests/conftest.py) and in each forked entry

@@ -90,7 +90,13 @@ _server_lock = threading.Lock()
 # own fork server (for its multiprocessing), chosen per thread by `_starting.forked`.
 _test_server = None
 _own_server = None
-_starting = threading.local()
+
+
+class _Starting(threading.local):
+  forked = False  # This thread is starting a Forked process.
+
+
+_starting = _Starting()
 
 
 @dataclasses.dataclass
@@ -361,7 +367,7 @@ class _ServerOfThisFork:
 def _connect_to_new_process(fds):
   """multiprocessing.forkserver's request in a forked child: to the server it was forked
   from for this thread's Forked start, to the script's own fork server otherwise."""
-  server = _test_server if getattr(_starting, 'forked', False) else _own_server
+  server = _test_server if _starting.forked else _own_server
   return server.connect_to_new_process(fds)
 
 
@@ -373,7 +379,7 @@ def _preparation_data(name):
   for a Forked start: multiprocessing would run it again in the new process (as
   `__mp_main__`), which a fresh start of another command never does."""
   data = _PREPARATION_DATA(name)
-  if getattr(_starting, 'forked', False):
+  if _starting.forked:
     data.pop('init_main_from_name', None)
     data.pop('init_main_from_path', None)
   return data
