@@ -27,6 +27,7 @@ from tests.training.starved_input import starve_training
 from tests.training.test_train import make_config, train_with_timeout
 from tf_compat import tf
 from training import run_record, summaries
+from training import train as train_module
 from training.config import TrainConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -142,17 +143,58 @@ def recipe_config(dataset_dir, train_dir, *flags):
   return config_from_flags(TrainConfig, values)
 
 
+HOLD_SECS = 0.5
+
+
+def hold_the_one_executor_thread(monkeypatch, seconds):
+  """train() runs its session on one executor thread, which each clone holds for
+  `seconds` once its network has run (a py_function sleep: a thread held, no core used),
+  so a step lasts at least num_clones * `seconds` whatever the machine's load."""
+  real_network_fn = train_module._network_fn  # pylint: disable=protected-access
+  real_session_config = train_module.make_session_config
+
+  def network_fn(setup):
+    network = real_network_fn(setup)
+
+    def holding(inputs):
+      logits, end_points = network(inputs)
+      held = tf.py_function(lambda _: time.sleep(seconds) or 0, [logits], tf.int32)
+      with tf.control_dependencies([held]):
+        return tf.identity(logits), end_points
+    return holding
+
+  def one_thread(*args, **kwargs):
+    proto = real_session_config(*args, **kwargs)
+    proto.inter_op_parallelism_threads = 1
+    proto.use_per_session_threads = True
+    return proto
+
+  monkeypatch.setattr(train_module, '_network_fn', network_fn)
+  monkeypatch.setattr(train_module, 'make_session_config', one_thread)
+
+
 @pytest.mark.slow
 @pytest.mark.timing
-def test_the_two_clone_recipe_does_not_wait_for_its_input(rgb_dir, tmp_path):
-  """Its input makes batches far faster than the model takes them (the doctor: 33x on
-  the full-size recipe), so no progress line may show more than 10 % input wait; graph
-  clocks around get_next showed 33-66 % on every line of 2 clones. (1 clone and 2 x 2
-  micro-batches: test_input_wait_is_the_draws_wait_not_the_clones_compute, on a sleep.)"""
-  train_with_timeout(recipe_config(rgb_dir, tmp_path / 'train'))
-  shares = wait_shares(tmp_path / 'train')
-  assert len(shares) == 3
-  assert sum(share > 0.1 for share in shares) == 0, shares
+def test_the_two_clone_recipe_counts_its_input_wait_not_its_compute(rgb_dir, tmp_path,
+                                                                     monkeypatch):
+  """The 2-clone recipe's own trainer, input and videos, with the contrast built in: each
+  clone holds the session's one executor thread for 0.5 s, so a step lasts over 1 s while
+  its input (threads of tf.data's own) has that second to make the step's two batches of
+  tiny clips (milliseconds). No line may count half a clone's hold as input wait: graph
+  clocks around get_next, the bug, waited for the held thread and counted the whole step
+  (1.07 s of 1.07 on every line), the iterator's own clock counts 0-2 ms. Seconds against
+  the holds, not a share against a fixed bound: load only lengthens the holds' steps.
+  (1 clone and 2 x 2 micro-batches: test_input_wait_is_the_draws_wait_not_the_clones_compute.)"""
+  hold_the_one_executor_thread(monkeypatch, HOLD_SECS)
+  train_dir = tmp_path / 'train'
+  train_with_timeout(recipe_config(rgb_dir, train_dir))
+  scalars = read_events(train_dir)[0]
+  step_secs = dict(scalars['sec_per_step'])
+  shares = dict(scalars['input/wait_share'])   # every line but the first
+  assert len(step_secs) == 4 and len(shares) == 3
+  assert all(step_secs[step] >= 2 * HOLD_SECS for step in shares), step_secs  # both held
+  waited = {step: share * step_secs[step] for step, share in shares.items()}
+  assert sum(wait >= HOLD_SECS / 2 for wait in waited.values()) == 0, waited
 
 
 @pytest.mark.slow
