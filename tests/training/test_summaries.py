@@ -143,6 +143,20 @@ def recipe_config(dataset_dir, train_dir, *flags):
   return config_from_flags(TrainConfig, values)
 
 
+def _sleeping(seconds):
+  """A py_function body that holds its thread for `seconds` (no core), then passes x on."""
+  return lambda x: (time.sleep(seconds), x)[1]
+
+
+def _one_executor_thread(proto):
+  """`proto` with one executor thread of the session's own: a clone's compute that holds
+  it makes every other op wait for that compute (graph clocks around get_next did, and
+  counted it as input wait; the 2-clone recipe showed 33-66 %)."""
+  proto.inter_op_parallelism_threads = 1
+  proto.use_per_session_threads = True
+  return proto
+
+
 HOLD_SECS = 0.5
 
 
@@ -158,16 +172,13 @@ def hold_the_one_executor_thread(monkeypatch, seconds):
 
     def holding(inputs):
       logits, end_points = network(inputs)
-      held = tf.py_function(lambda _: time.sleep(seconds) or 0, [logits], tf.int32)
+      held = tf.py_function(_sleeping(seconds), [logits], tf.float32)
       with tf.control_dependencies([held]):
         return tf.identity(logits), end_points
     return holding
 
   def one_thread(*args, **kwargs):
-    proto = real_session_config(*args, **kwargs)
-    proto.inter_op_parallelism_threads = 1
-    proto.use_per_session_threads = True
-    return proto
+    return _one_executor_thread(real_session_config(*args, **kwargs))
 
   monkeypatch.setattr(train_module, '_network_fn', network_fn)
   monkeypatch.setattr(train_module, 'make_session_config', one_thread)
@@ -213,11 +224,6 @@ def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
   assert end_marker.read_end_marker(str(stopped_dir)).status == 'stopped'
 
 
-def _sleeping(seconds):
-  """A py_function body that holds its thread for `seconds` (no core), then passes x on."""
-  return lambda x: (time.sleep(seconds), x)[1]
-
-
 def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, steps=2):
   """(seconds `steps` steps took, seconds InputWait counted) of N clones and K
   micro-batches whose batches take `input_secs` each to make and whose clones compute for
@@ -240,12 +246,7 @@ def _measured_wait(num_clones, num_micro_batches, input_secs, compute_secs, step
     model = accumulation.deploy(config, model_fn, num_micro_batches=num_micro_batches,
                                 optimizer=tf.train.GradientDescentOptimizer(0.1))
     train_op = input_wait.wrap(model.train_op)
-    # One executor thread of this session's own: a clone's compute holds it, so an op
-    # that waits for a thread waits for that compute (graph clocks around get_next did,
-    # and counted it as input wait; the 2-clone recipe showed 33-66 %).
-    proto = session_config.make_session_config(config)
-    proto.inter_op_parallelism_threads = 1
-    proto.use_per_session_threads = True
+    proto = _one_executor_thread(session_config.make_session_config(config))
     with tf.Session(config=proto) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       start = time.time()
