@@ -83,3 +83,16 @@ def pytest_collection_modifyitems(items):
   long_files = {item.path for item in items
                 if item.get_closest_marker('slow') or item.get_closest_marker('cluster')}
   items.sort(key=lambda item: item.path not in long_files)
+
+
+def pytest_addoption(parser):
+  from tests import worker_crashes  # pylint: disable=import-outside-toplevel
+  worker_crashes.add_options(parser)
+
+
+def pytest_configure(config):
+  """A test past its time-out fails by its name and never hangs the run
+  (tests/worker_crashes.py)."""
+  from tests import worker_crashes  # pylint: disable=import-outside-toplevel
+  config.pluginmanager.register(worker_crashes.Watchdog(), 'slimdeploy-watchdog')
+  config.pluginmanager.register(worker_crashes.WorkerCrashes(), 'slimdeploy-worker-crashes')
