@@ -42,8 +42,11 @@ import re
 import numpy as np
 from tensorflow.python.framework import kernels  # The registry of compiled kernels.
 
+from absl import logging
+
 from core.errors import require
-from deployment.session.precision_options import HALF_PRECISIONS, PRECISIONS
+from deployment.session.precision_options import (HALF_PRECISIONS, PRECISIONS,
+                                                  half_precision_device_warning)
 from deployment.trace.step_stats import executed_nodes
 from tf_compat import tf
 
@@ -198,13 +201,22 @@ def missing_kernels(build_fn, mixed_precision, device_type):
   return tuple(sorted(missing))
 
 
+_WARNED = set()
+
+
 def check_kernels(build_fn, mixed_precision, device_type, model_name):
-  """Raises ConfigError naming the ops of `missing_kernels` when there are any."""
+  """Raises ConfigError naming the ops of `missing_kernels` when there are any; otherwise
+  logs, once per process, the line of a precision that is slow on the device
+  (`half_precision_device_warning`: float16 on a CPU)."""
   missing = missing_kernels(build_fn, mixed_precision, device_type)
   require(not missing, '--mixed_precision=%s: TensorFlow %s has no %s kernel in %s for %s, '
           'which --model_name=%s uses; on this device use another --mixed_precision '
           '(float32 always works)' % (mixed_precision, tf.__version__, device_type,
                                       mixed_precision, ', '.join(missing), model_name))
+  warning = half_precision_device_warning(mixed_precision, device_type)
+  if warning and warning not in _WARNED:
+    _WARNED.add(warning)
+    logging.warning('%s', warning)
 
 
 def check_inference_kernels(network_fn, mixed_precision, input_shape, model_name):

@@ -27,7 +27,7 @@ from core.params import param
 __all__ = ['PRECISIONS', 'HALF_PRECISIONS', 'DEFAULT_LOSS_SCALE',
            'DEFAULT_LOSS_SCALE_GROWTH_STEPS', 'mixed_precision_param', 'loss_scale_param',
            'loss_scale_growth_steps_param', 'xla_param', 'check_mixed_precision',
-           'check_loss_scale', 'uses_loss_scale']
+           'check_loss_scale', 'uses_loss_scale', 'half_precision_device_warning']
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 HALF_PRECISIONS = PRECISIONS[1:]
@@ -81,3 +81,25 @@ def uses_loss_scale(mixed_precision):
   """Whether a training in this precision scales its loss (float16 only: bfloat16 has
   float32's exponent range)."""
   return mixed_precision == 'float16'
+
+
+def half_precision_device_warning(mixed_precision, device_type):
+  """The one line an entry logs before its graph when the network would compute in float16
+  on a CPU, or None.
+
+  float16 is for GPUs. TensorFlow 2.21's CPU kernels for float16 convolutions are slow on
+  every CPU, and which ones run depends on the CPU: oneDNN's on one with AVX-512 FP16 (an
+  Intel Xeon from Sapphire Rapids on, where a convolution's weight gradient took 280x
+  float32's time), Eigen's elsewhere (an AMD EPYC: 16x, the input gradient 21x);
+  `python -m benchmarks.half_precision`, docs/benchmarks.md "Half precision on a CPU". It stays allowed, with this warning: a CPU is where a float16
+  recipe's loss scaling and checkpoints are tried before a GPU job, and eval and export
+  run only the forward pass (at most 2x). The decision is keyed on the device and the
+  dtype, never on the CPU model, so it is the same on every host.
+  """
+  if mixed_precision != 'float16' or device_type != 'CPU':
+    return None
+  return ('--mixed_precision=float16 on a CPU: TensorFlow\'s float16 convolution gradients '
+          'are slow on CPUs (16-21x float32\'s time on an AMD EPYC, 280x on an Intel Xeon '
+          'with AVX-512 FP16, where a LeNet step took 30 s); float16 is for GPUs: on a CPU '
+          'use --mixed_precision=bfloat16 (the same memory, float32\'s range, fast kernels) '
+          'or float32')

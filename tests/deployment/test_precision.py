@@ -158,3 +158,27 @@ def test_unknown_precision_is_refused():
   with pytest.raises(ValueError, match="mixed_precision='fp16' is not known; valid: "
                      'float32, float16, bfloat16'):
     precision.compute_dtype('fp16')
+
+
+def _lenet_with_gradients():
+  network_fn = precision.network_in_precision(
+      nets_factory.get_network_fn('lenet', num_classes=10, is_training=True), 'float16')
+  logits, _ = network_fn(tf.zeros([1, 28, 28, 1]))
+  tf.gradients(tf.reduce_sum(logits), tf.trainable_variables())
+
+
+def test_float16_on_a_cpu_is_one_warning_and_a_missing_kernel_one_error(monkeypatch, caplog):
+  """The check every entry makes before its graph (trainer, doctor and gpu_speed through
+  training.setup, eval.py and export.py through check_inference_kernels): float16 on a
+  CPU is logged once per process, on a GPU not at all; a refusal is not also warned."""
+  monkeypatch.setattr(precision, '_WARNED', set())
+  caplog.set_level('WARNING')
+  for _ in range(2):
+    precision.check_kernels(_lenet_with_gradients, 'float16', 'CPU', 'lenet')
+  assert caplog.text.count('--mixed_precision=float16 on a CPU: ') == 1
+  caplog.clear()
+  monkeypatch.setattr(precision, '_WARNED', set())
+  precision.check_kernels(_lenet_with_gradients, 'bfloat16', 'CPU', 'lenet')
+  with pytest.raises(ConfigError, match='no CPU kernel in float16 for AvgPool3D'):
+    precision.check_kernels(_pools_3d, 'float16', 'CPU', 'i3d')
+  assert 'on a CPU' not in caplog.text
