@@ -180,8 +180,9 @@ demo-i3d: setup
 # file each: their contrasts are built in (a starved input against a plain one, a sleep
 # as a bound) and held beside two busy processes, and the other file is mostly asleep (38
 # s against 62 one file after the other). They are collected from the files that mark any
-# (the whole tree's collection cost that pass 8 s). Both passes run; the target fails if
-# either failed.
+# (the whole tree's collection cost that pass 8 s). Both passes run, then the check that
+# they left no process of ours running (tests/leftovers.py: daemons, servers, tasks; each
+# listed); the target fails if either pass failed or anything was left.
 TIMING_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timing' tests)
 TEST_WORKERS ?= 3
 TIMING_WORKERS ?= 2
@@ -189,7 +190,8 @@ test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy and not timing"; \
 	first=$$?; $(PY) -m pytest -n $(TIMING_WORKERS) --dist loadfile -m "timing and not heavy" \
 	    $(TIMING_FILES); second=$$?; \
-	test $$first -eq 0 -a $$second -eq 0
+	$(PY) -m tests.leftovers; left=$$?; \
+	test $$first -eq 0 -a $$second -eq 0 -a $$left -eq 0
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"

@@ -7,9 +7,13 @@
 
 Each server is `python -m datasets.data_service` (the tool the docs cite), logging to
 <directory>/<name>.log; start-up waits for every 'ready' line and for the dispatcher to
-list every worker. Everything still running is killed on exit.
+list every worker. Everything still running is killed on exit, a failed start's too, and
+every server dies with the process that started it however that ends (its parent-death
+signal, tests/leftovers.py's `die_with_parent`: a forked start's parent is the fork
+server, which dies with its pytest process).
 """
 
+import functools
 import os
 import re
 import signal
@@ -19,6 +23,7 @@ import sys
 import time
 
 from datasets.inputs.service_client import DataWorkers
+from tests import leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = 'ready on port'
@@ -57,7 +62,8 @@ class DataService:
     with open(log, 'w') as handle:
       process = subprocess.Popen(
           [sys.executable, '-m', 'datasets.data_service'] + list(flags), cwd=ROOT,
-          stdout=handle, stderr=subprocess.STDOUT)
+          stdout=handle, stderr=subprocess.STDOUT,
+          preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
     process.log = log
     process.name = name
     return process
@@ -98,13 +104,17 @@ class DataService:
     # Started together (workers retry until the dispatcher answers): each process spends
     # seconds importing TensorFlow.
     os.makedirs(self.directory, exist_ok=True)
-    self.start_dispatcher()
-    for port in self._worker_ports:
-      self.start_worker(port)
-    for process in [self.dispatcher] + self.workers:
-      self.wait_ready(process)
-    wait_for(lambda: len(self.live_workers()) == len(self.workers), 60,
-             'the dispatcher to list %d workers' % len(self.workers))
+    try:
+      self.start_dispatcher()
+      for port in self._worker_ports:
+        self.start_worker(port)
+      for process in [self.dispatcher] + self.workers:
+        self.wait_ready(process)
+      wait_for(lambda: len(self.live_workers()) == len(self.workers), 60,
+               'the dispatcher to list %d workers' % len(self.workers))
+    except BaseException:
+      self.__exit__()
+      raise
     return self
 
   def kill_worker(self, index):

@@ -7,19 +7,31 @@ machine with SlurmdParameters=config_overrides; no slurmdbd: the jobs' ends are 
 jobcomp/filetxt log, the lines sacct would show), starts a private munged (its own socket,
 the key in /etc/munge), slurmctld and slurmd on free ports, and, as a context manager,
 stops all three whatever happens. Every client call goes through `env` (SLURM_CONF).
+
+The daemons end with the process that started them, however it ends (pytest-timeout's
+os._exit, a SIGKILL): each runs in the foreground (munged -F, slurmctld -D, slurmd -D)
+under a keeper of tests/leftovers.py, which stops it when its owner dies and, as the
+child subreaper of everything the daemon forks, kills what it leaves (slurmscriptd, the
+jobs' slurmstepd and tasks). Daemons of an earlier run that are no keeper's (an older
+interrupted run's) are killed before a cluster starts; every cluster has its own munge
+socket and state, so nothing of another cluster is ever used or skipped.
 """
 
 import fcntl
 import functools
+import glob
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 
 import portpicker
+
+from tests import leftovers
 
 PACKAGES = ('slurmctld', 'slurmd', 'slurm-client', 'munge')
 PROGRAMS = ('munged', 'slurmctld', 'slurmd', 'sbatch', 'scontrol', 'scancel', 'sinfo', 'squeue')
@@ -107,10 +119,11 @@ class SlurmCluster:
     self.dir = str(directory)
     self.node = _node_name()
     # munged runs as the munge user, which cannot enter pytest's root-only tmp dirs.
-    self.munge_dir = tempfile.mkdtemp(prefix='slimdeploy-munge-')
+    self.munge_dir = tempfile.mkdtemp(prefix=leftovers.MUNGE_PREFIX)
     shutil.chown(self.munge_dir, 'munge', 'munge')
     os.chmod(self.munge_dir, 0o711)   # munged: clients must reach its socket.
     self.conf = os.path.join(self.dir, 'slurm.conf')
+    self.daemons = []   # Their keepers (subprocess.Popen), in start order.
     self.env = dict(os.environ, SLURM_CONF=self.conf)
     for name in list(self.env):
       if name.startswith(('SLURM_', 'SBATCH_', 'SRUN_')) and name != 'SLURM_CONF':
@@ -128,31 +141,53 @@ class SlurmCluster:
 
   def __enter__(self):
     try:
+      end_stale_daemons()
       self._write_conf()
       munge = os.path.join(self.munge_dir, 'munge')
-      self._run(['runuser', '-u', 'munge', '--', 'munged', '--socket=%s.socket' % munge,
-                 '--pid-file=%s.pid' % munge, '--log-file=%s.log' % munge,
-                 '--seed-file=%s.seed' % munge])
-      self._run(['slurmctld', '-i'])
-      self._run(['slurmd', '-N', self.node])
+      self._start('munged', ['munged', '--foreground', '--socket=%s.socket' % munge,
+                             '--pid-file=%s.pid' % munge, '--log-file=%s.log' % munge,
+                             '--seed-file=%s.seed' % munge], user='munge')
+      self._wait_for_munge(munge + '.socket')
+      # -f: the configuration in the command line too (tests/leftovers.py finds them).
+      # slurmctld's keeper also ends what waits on this controller (an `sbatch --wait`).
+      self._start('slurmctld', ['slurmctld', '-D', '-i', '-f', self.conf],
+                  clients_env='SLURM_CONF')
+      self._start('slurmd', ['slurmd', '-D', '-N', self.node, '-f', self.conf])
       self._wait_until_idle()
     except BaseException:
       self.__exit__()
       raise
     return self
 
-  def _run(self, command):
-    result = subprocess.run(command, env=self.env, capture_output=True, text=True,
-                            check=False, timeout=60)
-    if result.returncode:
-      raise RuntimeError('%s failed (%d): %s\n%s' % (command[0], result.returncode,
-                                                    result.stdout + result.stderr,
-                                                    self.daemon_logs()))
-    return result.stdout
+  def _start(self, name, argv, user=None, clients_env=None):
+    keeper = start_daemon(argv, os.path.join(self.dir, name + '.out'), self.env, user,
+                          clients_env)
+    keeper.name = name
+    self.daemons.append(keeper)
+
+  def _check_daemons(self):
+    ended = ['%s (status %d)' % (k.name, k.returncode) for k in self.daemons
+             if k.poll() is not None]
+    if ended:
+      raise RuntimeError('%s ended\n%s' % (', '.join(ended), self.daemon_logs()))
+
+  def _wait_for_munge(self, path, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      self._check_daemons()
+      with socket.socket(socket.AF_UNIX) as client:
+        try:
+          client.connect(path)
+          return
+        except OSError:
+          time.sleep(0.1)
+    raise RuntimeError('munged does not answer on %s after %d s\n%s'
+                       % (path, timeout, self.daemon_logs()))
 
   def _wait_until_idle(self, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
+      self._check_daemons()
       state = subprocess.run(['sinfo', '-h', '-o', '%T'], env=self.env, capture_output=True,
                              text=True, check=False).stdout.strip()
       if state == 'idle':
@@ -162,24 +197,28 @@ class SlurmCluster:
                        % (timeout, self.daemon_logs()))
 
   def daemon_logs(self):
-    paths = [os.path.join(self.dir, n) for n in ('slurmctld.log', 'slurmd.log')]
+    paths = [os.path.join(self.dir, n) for n in ('slurmctld.log', 'slurmd.log', 'munged.out',
+                                                 'slurmctld.out', 'slurmd.out')]
     paths.append(os.path.join(self.munge_dir, 'munge.log'))
     return '\n'.join('--- %s\n%s' % (p, open(p, errors='replace').read()[-3000:])
                      for p in paths if os.path.exists(p))
 
   def __exit__(self, *exc_info):
     """Cancels every job of this private controller and waits for them to end, then stops
-    slurmd, slurmctld and munged by the process ids in their pid files (SIGTERM, then
-    SIGKILL after 10 s)."""
-    subprocess.run(['scancel', '--user=root'], env=self.env, capture_output=True,
-                   check=False, timeout=30)
-    deadline = time.time() + 45   # KillWait (30 s), then the tasks are killed.
-    while time.time() < deadline and self._queued():
-      time.sleep(0.5)
-    for name in ('slurmd.pid', 'slurmctld.pid'):
-      _stop(os.path.join(self.dir, name))
-    _stop(os.path.join(self.munge_dir, 'munge.pid'))
-    shutil.rmtree(self.munge_dir, ignore_errors=True)
+    slurmd, slurmctld and munged (SIGTERM to each keeper: SIGTERM to its daemon, SIGKILL
+    after 10 s, then whatever it left is killed)."""
+    try:
+      if len(self.daemons) > 1 and self.daemons[1].poll() is None:   # slurmctld runs.
+        subprocess.run(['scancel', '--user=root'], env=self.env, capture_output=True,
+                       check=False, timeout=30)
+        deadline = time.time() + 45   # KillWait (30 s), then the tasks are killed.
+        while time.time() < deadline and self._queued():
+          time.sleep(0.5)
+    finally:
+      for keeper in reversed(self.daemons):
+        _stop(keeper)
+      self.daemons = []
+      shutil.rmtree(self.munge_dir, ignore_errors=True)
 
   def job(self, job_id):
     """{field: value} of the job's line in the jobcomp/filetxt log (JobState, ExitCode,
@@ -217,21 +256,66 @@ class SlurmCluster:
                                check=False).stdout.strip())
 
 
-def _stop(pid_file, grace_secs=10):
+def start_daemon(argv, out_path, env, user=None, clients_env=None):
+  """-> the keeper (subprocess.Popen) of `argv` run in the foreground under a keeper of
+  tests/leftovers.py owned by this process (as `user`), in a session of its own (a
+  terminal's Ctrl-C reaches pytest, which stops it), its output appended to `out_path`.
+  Stop it with `_stop`; it also ends, and everything under it, when this process dies
+  (and with `clients_env`, the processes whose value of that variable is `env`'s: see
+  tests/leftovers.py)."""
+  with open(out_path, 'ab') as out:
+    return subprocess.Popen(
+        leftovers.keeper_command(argv, user=user, grace_secs=10, clients_env=clients_env),
+        cwd=leftovers.ROOT,
+        env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        start_new_session=True)
+
+
+def _stop(keeper, grace_secs=20):
+  """SIGTERM to a keeper; SIGKILL after `grace_secs` (its daemon, whose parent-death
+  signal is SIGKILL, goes with it)."""
+  if keeper.poll() is None:
+    keeper.terminate()
   try:
-    with open(pid_file) as handle:
-      pid = int(handle.read().split()[0])
-  except (OSError, ValueError, IndexError):
-    return
-  for signum, wait in ((15, grace_secs), (9, 5)):
+    keeper.wait(grace_secs)
+  except subprocess.TimeoutExpired:
+    keeper.kill()
+    keeper.wait()
+
+
+def end_stale_daemons():
+  """Kills the munge and Slurm daemons of the tests (tests/leftovers.py's rules: their
+  command line or SLURM_CONF in the tests' temporary directories) that no live keeper
+  runs, the processes under them (a job's tasks), and clients of a controller that is
+  gone (an `sbatch --wait`): an earlier run's, interrupted before the keepers existed or
+  with its keeper killed. Live clusters' daemons and clients, and daemons not of the
+  tests, are left alone."""
+  ours = {p.pid: p for p, why in leftovers.find() if why == leftovers.SLURM_REASON}
+  daemons = {pid for pid, p in ours.items() if _is_daemon(p) and not leftovers.kept(pid)}
+  live = {p.env('SLURM_CONF') for pid, p in ours.items()
+          if os.path.basename(p.argv[0]) == 'slurmctld' and pid not in daemons}
+  # A client is stale after a minute (a test's `scontrol` of a daemonless conf is not).
+  stale = [p for pid, p in ours.items() if any(a.pid in daemons for a in leftovers.ancestry(
+      pid)) or (not leftovers.kept(pid) and p.env('SLURM_CONF') not in live
+                and p.age() > 60)]
+  for process in stale:
     try:
-      os.kill(pid, signum)
+      os.kill(process.pid, signal.SIGKILL)
     except ProcessLookupError:
-      return
-    deadline = time.time() + wait
-    while time.time() < deadline:
-      try:
-        os.kill(pid, 0)
-      except ProcessLookupError:
-        return
-      time.sleep(0.1)
+      pass
+  # Private munge directories no process uses, made over 10 minutes ago (a younger one
+  # may be another cluster's that is starting): an interrupted run's.
+  used = ' '.join(' '.join(p.argv) for p, _ in leftovers.find())
+  for path in glob.glob(leftovers.TEST_DIRS[1] + '*'):
+    try:
+      old = time.time() - os.path.getmtime(path) > 600
+    except OSError:
+      continue
+    if old and os.path.isdir(path) and path + '/' not in used:
+      shutil.rmtree(path, ignore_errors=True)
+  return stale
+
+
+def _is_daemon(process):
+  program = process.argv[0]
+  return os.path.basename(program) in leftovers.DAEMONS or program.startswith(': slurm')

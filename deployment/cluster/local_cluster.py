@@ -336,7 +336,11 @@ class LocalCluster:
       self.network = None
 
   def __enter__(self):
-    return self.start()
+    try:
+      return self.start()
+    except BaseException:  # A failed start (a task that cannot start) kills the others.
+      self.kill()
+      raise
 
   def __exit__(self, *exc_info):
     self.kill()

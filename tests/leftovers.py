@@ -1,0 +1,379 @@
+"""What the tests start ends with them: guards for the processes they start, and the check
+after the suite that none is left.
+
+    python -m tests.leftovers                  # after a suite: exit 0 with one line if none
+    python -m tests.leftovers --paths=/tmp/x   # only processes using /tmp/x
+
+The check lists the processes of ours still running, one line each, and exits 1 if there
+are any: Slurm and munge daemons (and their job steps) using the tests' temporary
+directories (`slimdeploy-munge-*`, pytest's `pytest-of-<user>`: in their command line,
+working directory or SLURM_CONF), Python processes running this repository's entry
+scripts and tools (`python <file here>`, `python -m <package here>`, or naming a file
+here), tests/prestarted.py's fork servers and the entries forked from them (their command
+line names tests.prestarted_server), `python -c` servers and pytest processes working
+here (pytest-xdist's workers too), and any process working in a test's temporary directory
+or naming one; never itself or its ancestors (`make`).
+Processes that are ending (zombies) are not listed; a process signalled as the suite
+ended gets --wait_secs to go.
+
+The guards hold when the process that started a daemon is ended abruptly: pytest-timeout
+ends a hung worker with os._exit (no finalizer, no atexit), a watchdog with SIGKILL.
+- `die_with_parent` (a `preexec_fn`, picklable, so tests/prestarted.py's forked starts
+  take it too): the kernel sends the child SIGKILL when the thread that started it ends
+  (prctl PR_SET_PDEATHSIG). A child of fork() does not inherit it, so it only holds for a
+  program that stays in the foreground, never for one that daemonizes.
+- `--keep` (what tests/slurm_cluster.py runs its daemons under): `python -S -m
+  tests.leftovers --keep --owner=PID [--user=U] -- daemon args` runs the daemon in the
+  foreground as its child, with the guard above, and is a child subreaper
+  (PR_SET_CHILD_SUBREAPER): whatever the daemon forks and leaves (slurmctld's
+  slurmscriptd, slurmd's slurmstepd and the job's tasks under them) becomes the keeper's
+  child when its parent ends, not init's. SIGTERM (from the owner, or from the kernel
+  when the owner dies: the keeper's own parent-death signal) stops the daemon (SIGTERM,
+  SIGKILL after --grace_secs); once the daemon has ended the keeper kills every process
+  left under it and exits with the daemon's status. With --clients_env=NAME it then also
+  kills the processes whose environment has its own value of NAME and that no keeper
+  runs: slurmctld's keeper, with SLURM_CONF, ends the clients of its cluster a test left
+  waiting (an `sbatch --wait` whose test was killed polls a gone controller forever).
+  The standard library only (-S).
+"""
+
+import argparse
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MUNGE_PREFIX = 'slimdeploy-munge-'   # tests/slurm_cluster.py's private munge directories.
+# Where the tests' temporary files live: pytest's base directories and the munge ones.
+TEST_DIRS = (os.path.join(tempfile.gettempdir(), 'pytest-of-'),
+             os.path.join(tempfile.gettempdir(), MUNGE_PREFIX))
+DAEMONS = ('munged', 'slurmctld', 'slurmd', 'slurmstepd')
+KEEPER = 'tests.leftovers'   # `-m tests.leftovers --keep`: a keeper's command line.
+SLURM_REASON = 'Slurm/munge of the tests'
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option, value):
+  if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+    error = ctypes.get_errno()
+    raise OSError(error, 'prctl(%d): %s' % (option, os.strerror(error)))
+
+
+def _alive(pid):
+  """True while `pid` runs (a zombie does not)."""
+  try:
+    with open('/proc/%d/stat' % pid) as stat:
+      return stat.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
+  except (OSError, IndexError):
+    return False
+
+
+def die_with_parent(owner=None, signum=signal.SIGKILL):
+  """A `preexec_fn`: the child gets `signum` when the thread that started it ends (the
+  kernel sends it, whatever ended the parent). `owner`, when given, is the pid of the
+  process that asked for the start (the pytest worker; the parent itself for a plain
+  start, the fork server for a forked one): if it ended before the setting was made, the
+  child exits at once."""
+  _prctl(_PR_SET_PDEATHSIG, signum)
+  if os.getppid() == 1 or (owner is not None and not _alive(owner)):
+    os._exit(1)  # pylint: disable=protected-access
+
+
+def keeper_command(argv, owner=None, user=None, grace_secs=10.0, clients_env=None):
+  """The argv that runs `argv` under a keeper owned by `owner` (this process by default).
+
+  The interpreter option -S makes it a fresh interpreter under tests/prestarted.py too
+  (never a fork of its TensorFlow server): it needs the standard library only."""
+  command = [sys.executable, '-S', '-m', KEEPER, '--keep',
+             '--owner=%d' % (os.getpid() if owner is None else owner),
+             '--grace_secs=%g' % grace_secs]
+  if user:
+    command.append('--user=%s' % user)
+  if clients_env:
+    command.append('--clients_env=%s' % clients_env)
+  return command + ['--'] + list(argv)
+
+
+# ---- The keeper ----------------------------------------------------------------------
+
+def _children():
+  """Pids whose parent is this process."""
+  me, found = os.getpid(), []
+  for process in _processes(details=False):
+    if process.ppid == me:
+      found.append(process.pid)
+  return found
+
+
+def _end_everything_below():
+  """SIGKILL to every child (adopted orphans too: each one's own children become ours
+  as it dies, and are killed in the next round), until none is left."""
+  while True:
+    for pid in _children():
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+    try:
+      os.waitpid(-1, 0)
+    except ChildProcessError:
+      return
+
+
+def keep(argv, owner, user=None, grace_secs=10.0, clients_env=None):
+  """Runs `argv` as described in the module doc; -> its exit status (128 + signal)."""
+  _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+  stop = []
+  for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(signum, lambda signum, frame: stop.append(signum))
+  _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+  if os.getppid() != owner:
+    return 1   # The owner ended before the guard was set: start nothing.
+  extra = dict(user=user, group=user, extra_groups=[]) if user else {}
+  daemon = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                            **extra)
+  status, deadline = None, None
+  while status is None:
+    # os.kill, not Popen's methods: they would reap the daemon out of the loop below.
+    if (stop or os.getppid() != owner) and deadline is None:
+      os.kill(daemon.pid, signal.SIGTERM)
+      deadline = time.monotonic() + grace_secs
+    elif deadline is not None and time.monotonic() > deadline:
+      os.kill(daemon.pid, signal.SIGKILL)
+    # Reap every child that ended: the daemon, and orphans it left that were adopted.
+    while True:
+      try:
+        pid, wait_status = os.waitpid(-1, os.WNOHANG)
+      except ChildProcessError:
+        pid = 0
+      if pid == 0:
+        break
+      if pid == daemon.pid:
+        status = daemon.returncode = os.waitstatus_to_exitcode(wait_status)
+    time.sleep(0.1)
+  _end_everything_below()
+  if clients_env and os.environ.get(clients_env):
+    _end_clients(clients_env, os.environ[clients_env])
+  return 128 - status if status < 0 else status
+
+
+def _end_clients(name, value):
+  """SIGKILL to the processes with `name`=`value` in their environment that no keeper
+  runs (this one's are gone already)."""
+  table = {p.pid: p for p in _processes()}
+  for pid, process in table.items():
+    if pid != os.getpid() and process.env(name) == value and not kept(pid, table):
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+
+# ---- The check -----------------------------------------------------------------------
+
+class Process:
+  """What /proc says of one process."""
+
+  def __init__(self, pid, details=True):
+    self.pid = pid
+    with open('/proc/%d/stat' % pid) as stat:
+      fields = stat.read().rsplit(')', 1)[1].split()
+    self.state, self.ppid = fields[0], int(fields[1])
+    self._start_ticks = int(fields[19])
+    self.argv, self.cwd, self._environ = [], None, None
+    if details:
+      with open('/proc/%d/cmdline' % pid, 'rb') as cmdline:
+        self.argv = [a.decode(errors='replace') for a in cmdline.read().split(b'\0')[:-1]]
+      try:
+        self.cwd = os.readlink('/proc/%d/cwd' % pid)
+      except OSError:
+        pass
+
+  def env(self, name):
+    if self._environ is None:
+      try:
+        with open('/proc/%d/environ' % self.pid, 'rb') as environ:
+          pairs = environ.read().decode(errors='replace').split('\0')
+      except OSError:
+        pairs = []
+      self._environ = dict(p.split('=', 1) for p in pairs if '=' in p)
+    return self._environ.get(name)
+
+  def age(self):
+    """Seconds since it started."""
+    with open('/proc/uptime') as uptime:
+      now = float(uptime.read().split()[0])
+    return now - self._start_ticks / os.sysconf('SC_CLK_TCK')
+
+  def line(self):
+    return '%d %s' % (self.pid, ' '.join(self.argv))
+
+
+def is_keeper(process):
+  """True for a keeper's command line (`python -S -m tests.leftovers --keep ...`)."""
+  args = process.argv
+  return '--keep' in args and any(args[i:i + 2] == ['-m', KEEPER] for i in range(len(args)))
+
+
+def ancestry(pid, table=None):
+  """[Process] of `pid`, its parent and so on up to init (from `table`, {pid: Process},
+  when given)."""
+  chain = []
+  while pid > 1:
+    try:
+      process = table[pid] if table is not None else Process(pid)
+    except (KeyError, OSError, IndexError, ValueError):
+      break
+    chain.append(process)
+    pid = process.ppid
+  return chain
+
+
+def kept(pid, table=None):
+  """True when `pid` is a keeper or runs under one."""
+  return any(is_keeper(p) for p in ancestry(pid, table))
+
+
+def _processes(details=True):
+  for entry in os.listdir('/proc'):
+    if entry.isdigit():
+      try:
+        yield Process(int(entry), details)
+      except (OSError, IndexError, ValueError):
+        continue   # Ended meanwhile.
+
+
+def _under(path, dirs):
+  """True when `path` (or a --flag=path) names something in one of `dirs` (prefixes)."""
+  path = path.split('=', 1)[-1] if path.startswith('-') else path
+  return any(path == d.rstrip('/') or path.startswith(d if d.endswith('-') else
+                                                     d.rstrip('/') + '/') for d in dirs)
+
+
+def _python_target(process):
+  """('-m', module) / ('-c', None) / ('script', path) / (None, None) of a Python."""
+  args = process.argv[1:]
+  while args and args[0].startswith('-') and args[0] not in ('-m', '-c', '-'):
+    args = args[1 + (args[0] in ('-W', '-X', '-Q')):]
+  if not args:
+    return None, None
+  if args[0] == '-m':
+    return '-m', args[1] if len(args) > 1 else ''
+  if args[0] == '-c':
+    return '-c', None
+  return 'script', os.path.join(process.cwd or '/', args[0])
+
+
+def why_ours(process, dirs=TEST_DIRS, root=ROOT):
+  """Why `process` is one the tests started (a few words), or None."""
+  if not process.argv:
+    return None   # A kernel thread, or a process ending.
+  program = os.path.basename(process.argv[0])
+  args = process.argv[1:]
+  conf = process.env('SLURM_CONF')
+  if program in DAEMONS or program.startswith(':') or conf:
+    if any(_under(a, dirs) for a in process.argv) or (conf and _under(conf, dirs)):
+      return SLURM_REASON
+  if process.cwd and _under(process.cwd, dirs) or any(_under(a, dirs) for a in args):
+    return 'using a test directory'
+  if not root:
+    return None
+  here = (root,)
+  if program.startswith('python'):
+    if any('tests.prestarted_server' in a for a in args):
+      return 'prestarted fork server'
+    kind, target = _python_target(process)
+    if kind == '-m' and target and (
+        os.path.isdir(os.path.join(root, target.split('.')[0])) or
+        os.path.isfile(os.path.join(root, target.split('.')[0] + '.py'))):
+      return 'a module of this repository'
+    if kind == 'script' and _under(os.path.realpath(target), here):
+      return 'a script of this repository'
+    if any(_under(a, here) for a in args):
+      return 'naming this repository'
+    # `python -c` servers of the tests, pytest-xdist's workers, pytest itself.
+    if (kind == '-c' or target == 'pytest') and process.cwd and _under(process.cwd, here):
+      return 'python %s working in this repository' % ('-c' if kind == '-c' else '-m pytest')
+  elif program in ('sh', 'bash') and '-c' not in args:
+    script = next((a for a in args if not a.startswith('-')), None)
+    if script and _under(os.path.join(process.cwd or '/', script), here):
+      return 'a script of this repository'
+  return None
+
+
+def _ancestors():
+  found, pid = set(), os.getpid()
+  while pid > 1:
+    found.add(pid)
+    try:
+      pid = Process(pid, details=False).ppid
+    except (OSError, IndexError, ValueError):
+      break
+  return found
+
+
+def find(dirs=TEST_DIRS, root=ROOT):
+  """[(Process, why)] of the processes of ours running now, this one and its ancestors
+  aside."""
+  skip, found = _ancestors(), []
+  for process in _processes():
+    if process.pid in skip or process.state in ('Z', 'X'):
+      continue
+    why = why_ours(process, dirs, root)
+    if why:
+      found.append((process, why))
+  return found
+
+
+def check(dirs=TEST_DIRS, root=ROOT, wait_secs=10.0, out=sys.stdout):
+  """Prints the processes of ours (after up to `wait_secs` for them to end); -> 1 if any,
+  else 0 after one line."""
+  deadline = time.monotonic() + wait_secs
+  found = find(dirs, root)
+  while found and time.monotonic() < deadline:
+    time.sleep(0.5)
+    found = find(dirs, root)
+  if not found:
+    print('leftovers: no process of the tests is running', file=out)
+    return 0
+  for process, why in found:
+    print('leftover (%s): %s' % (why, process.line()[:300]), file=out)
+  return 1
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog='python -m tests.leftovers', description=(
+      'Lists the processes the tests left running (exit 1 if any); or, with --keep, '
+      'runs a daemon for a test (see tests/leftovers.py).'))
+  parser.add_argument('--paths', default=None, help='Comma-separated directories: only '
+                      'processes using them count (default: the tests\' temporary '
+                      'directories and, for Python processes, this repository).')
+  parser.add_argument('--wait_secs', type=float, default=10.0,
+                      help='How long processes may take to end before they are listed.')
+  parser.add_argument('--keep', action='store_true', help=argparse.SUPPRESS)
+  parser.add_argument('--owner', type=int, help=argparse.SUPPRESS)
+  parser.add_argument('--user', help=argparse.SUPPRESS)
+  parser.add_argument('--grace_secs', type=float, default=10.0, help=argparse.SUPPRESS)
+  parser.add_argument('--clients_env', help=argparse.SUPPRESS)
+  parser.add_argument('command', nargs='*', help=argparse.SUPPRESS)
+  options = parser.parse_args(argv)
+  if options.keep:
+    if not options.command or options.owner is None:
+      parser.error('--keep needs --owner=PID and a command after --')
+    return keep(options.command, options.owner, options.user, options.grace_secs,
+                options.clients_env)
+  if options.command:
+    parser.error('unexpected arguments: %s' % ' '.join(options.command))
+  if options.paths is None:
+    return check(wait_secs=options.wait_secs)
+  dirs = tuple(os.path.abspath(p) for p in options.paths.split(',') if p)
+  return check(dirs, root=None, wait_secs=options.wait_secs)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
