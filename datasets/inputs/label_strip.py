@@ -45,23 +45,27 @@ def label_texts(labels_to_names, num_classes, labels_offset=0):
   return texts
 
 
-def _codes(texts):
-  """int32 [len(texts), longest]: atlas rows of each text's characters, space-padded."""
+def _strips(texts):
+  """uint8 [len(texts), GLYPH_HEIGHT, longest * GLYPH_WIDTH]: each text drawn, its glyphs
+  side by side, space-padded to the longest (NumPy, when the graph is built)."""
   longest = max(len(text) for text in texts)
-  rows = [[ord(c) - _FIRST if _FIRST <= ord(c) <= _LAST else ord('?') - _FIRST
-           for c in text.ljust(longest)] for text in texts]
-  return np.asarray(rows, np.int32)
+  codes = np.asarray([[ord(c) - _FIRST if _FIRST <= ord(c) <= _LAST else ord('?') - _FIRST
+                       for c in text.ljust(longest)] for text in texts], np.int64)
+  glyphs = _atlas()[codes]                                    # [N, L, h, w]
+  return np.ascontiguousarray(glyphs.transpose(0, 2, 1, 3)).reshape(
+      len(texts), GLYPH_HEIGHT, longest * GLYPH_WIDTH)
 
 
 def with_labels(montages, labels, texts):
   """Montages uint8 [B, H, W, 3] and labels int [B] -> uint8 [B, GLYPH_HEIGHT + H, W, 3]:
   each montage under a black strip with its label's text (from `texts`, one per label)
-  from the left edge, cut at W."""
-  codes = tf.gather(tf.constant(_codes(texts)), tf.cast(labels, tf.int32))   # [B, L]
-  glyphs = tf.gather(tf.constant(_atlas()), codes)                            # [B, L, h, w]
-  shape = tf.shape(glyphs)
-  strips = tf.reshape(tf.transpose(glyphs, [0, 2, 1, 3]),
-                      [shape[0], GLYPH_HEIGHT, shape[1] * GLYPH_WIDTH])
+  from the left edge, cut at W.
+
+  The strips are drawn in NumPy and the graph only gathers one per label: a uint8
+  Transpose in the graph made oneDNN's layout pass print an ERROR line ("oneDNN supports
+  DT_UINT8 only on platforms with AVX-512") in every video run, on any CPU, for a 3 KB
+  transpose that TensorFlow's own kernel did anyway."""
+  strips = tf.gather(tf.constant(_strips(texts)), tf.cast(labels, tf.int32))  # [B, h, L*w]
   width = tf.shape(montages)[2]
   strips = tf.pad(strips, [[0, 0], [0, 0], [0, tf.maximum(0, width - tf.shape(strips)[2])]])
   strips = tf.tile(strips[:, :, :width, tf.newaxis], [1, 1, 1, 3])

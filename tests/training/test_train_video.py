@@ -198,3 +198,16 @@ def test_deepmind_logits_need_excluding_for_another_class_count(rgb_dir, tmp_pat
       ConfigError, match=r'differ in shape .* InceptionV1/Logits/Conv3d_0c_1x1/\w+ is '
                          r'\[.*3\] in the model .*checkpoint_exclude_scopes'):
     train_module.build_training_graph(setup)
+
+
+def test_the_video_step_has_no_integer_transpose_for_onednn_to_refuse(rgb_dir, tmp_path):
+  """oneDNN's layout pass prints an ERROR line ('oneDNN supports DT_UINT8 only on
+  platforms with AVX-512'), on any CPU, for a Transpose of any dtype but floats: the clip
+  montages' label strips once had one (datasets/inputs/label_strip.py)."""
+  setup = check_train_config(video_config(rgb_dir, tmp_path, save_summaries_steps=1))
+  with tf.Graph().as_default() as graph:
+    train_module.build_training_graph(setup)
+  integer_transposes = [op.name for op in graph.get_operations()
+                        if op.type in ('Transpose', 'ConjugateTranspose')
+                        and not op.get_attr('T').is_floating]
+  assert integer_transposes == []
