@@ -13,6 +13,7 @@ Variable names are slim's (`CifarNet/conv1/weights`, ..., `CifarNet/logits/biase
 """
 
 from tf_compat import tf, slim
+from nets.dropout import dropout
 from nets.scopes import reentrant_variable_scope
 
 # The end points `cifarnet_base` can stop at, in graph order.
@@ -62,7 +63,7 @@ def _base_layers(is_training, dropout_keep_prob):
       ('pool2', lambda net: slim.max_pool2d(net, [2, 2], 2, scope='pool2')),
       ('Flatten', lambda net: slim.flatten(net, scope='Flatten')),
       ('fc3', lambda net: slim.fully_connected(net, 384, scope='fc3')),
-      ('dropout3', lambda net: slim.dropout(
+      ('dropout3', lambda net: dropout(
           net, dropout_keep_prob, is_training=is_training, scope='dropout3')),
       ('fc4', lambda net: slim.fully_connected(net, 192, scope='fc4')),
   )

@@ -30,6 +30,7 @@ block; the checkpoint name maps (nets/i3d_checkpoints.py) translate the old name
 
 from tf_compat import tf, slim
 from nets import batch_norm
+from nets.dropout import dropout
 from nets.scopes import reentrant_variable_scope
 
 # The end points `i3d_base` can stop at, in graph order.
@@ -194,7 +195,7 @@ def _logits(net, num_classes, dropout_keep_prob, spatial_squeeze):
                         scope='AvgPool3d_0a_7x7')
   if not num_classes:
     return net
-  net = slim.dropout(net, dropout_keep_prob, scope='Dropout_0b')
+  net = dropout(net, dropout_keep_prob, scope='Dropout_0b')
   logits = slim.conv3d(net, num_classes, [1, 1, 1], activation_fn=None,
                        normalizer_fn=None, biases_initializer=tf.zeros_initializer(),
                        scope='Conv3d_0c_1x1')
@@ -232,7 +233,7 @@ def i3d(inputs, num_classes=400, is_training=True, dropout_keep_prob=0.8,
     every BASE_ENDPOINTS entry, Logits and Predictions.
   """
   with (tf.variable_scope(scope, 'InceptionV1', [inputs], reuse=reuse) as net_scope,
-        slim.arg_scope([slim.dropout], is_training=is_training),
+        slim.arg_scope([dropout], is_training=is_training),
         batch_norm.batch_norm_scope(is_training, freeze_batch_norm)):
     net, end_points = i3d_base(inputs, depth_multiplier=depth_multiplier,
                                min_depth=min_depth, scope=net_scope)

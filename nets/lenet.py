@@ -14,6 +14,7 @@ drops their biases, as slim layers do whenever a normalizer is set.
 
 from tf_compat import tf, slim
 from nets import batch_norm
+from nets.dropout import dropout
 from nets.scopes import reentrant_variable_scope
 
 # The end points `lenet_base` can stop at, in graph order.
@@ -126,7 +127,7 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
                                  freeze_batch_norm=freeze_batch_norm)
     if not num_classes:
       return net, end_points
-    net = end_points['dropout3'] = slim.dropout(
+    net = end_points['dropout3'] = dropout(
         net, dropout_keep_prob, is_training=is_training, scope='dropout3')
     logits = end_points['Logits'] = slim.fully_connected(
         net, num_classes, activation_fn=None, normalizer_fn=None, scope='fc4')

@@ -87,6 +87,19 @@ class TrainConfig:
   summarize_gradients: bool = param(False, 'Histogram and norm summaries per gradient.')
   summarize_activations: bool = param(
       False, 'Activation histograms and sparsity (zero fraction) summaries per end point.')
+  # Repeatability (docs/deployment.md, "A run you can repeat and resume").
+  random_seed: Optional[int] = param(
+      None, 'Seeds the graph (initial weights, dropout) and the input (file order, shuffles, '
+      'crops, flips, clip starts); each worker of a cluster draws from a seed derived from '
+      'this and its task. Unset: every run differs.')
+  deterministic: bool = param(
+      False, 'With --random_seed: TensorFlow\'s op determinism (every kernel sums in one '
+      'order), so two runs end bitwise equal; an op without a deterministic kernel ends '
+      'the run with one line naming it.')
+  log_example_ids: bool = param(
+      False, 'The chief writes which examples each step trained to example_ids.tsv in '
+      '--train_dir (global step, clone, micro-batch, example id: record N of a shard, or '
+      'a video id).')
   # Dataset.
   dataset_name: Optional[str] = param(None, 'The name of the dataset to load.')
   dataset_split_name: str = param('train', 'The name of the train/test split.')

@@ -244,11 +244,11 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   with train_op.graph.as_default():
     ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
                     worker_stats)
-  sv, manager = make_supervisor(ops, logdir, is_chief, global_step, init_fn, bool(master),
-                                timeouts)
+  sv, manager, checkpoint_saver = make_supervisor(ops, logdir, is_chief, global_step,
+                                                  init_fn, bool(master), timeouts)
   saves = None
   if is_chief and logdir:
-    saves = CheckpointSaves(sv.saver, logdir, global_step,
+    saves = CheckpointSaves(checkpoint_saver, logdir, global_step,
                             Cadence(save_interval_steps, save_interval_secs))
   watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None,
                        absent_tasks=absent_tasks, input_state=input_state)

@@ -22,7 +22,7 @@ from deployment.session.precision_options import check_loss_scale, check_mixed_p
 from nets import batch_norm, nets_factory
 from resolve import names, sampling
 from tf_compat import tf
-from training import optimization
+from training import optimization, repeatability
 
 __all__ = ['TrainSetup', 'check_train_config']
 
@@ -199,7 +199,9 @@ def _input_settings(config, spec, kind):
       preprocessing_name=((config.preprocessing_name or spec.preprocessing_name)
                           if kind == names.IMAGE else None),
       clip_frames=clip_frames, random_flip=config.random_flip,
-      repeat_first_frame=config.repeat_first_frame)
+      repeat_first_frame=config.repeat_first_frame,
+      seed=repeatability.input_seed(config),
+      with_ids=config.log_example_ids and config.is_chief)
 
 
 def _require_batch_norm(config, spec, flag, what):
@@ -329,6 +331,7 @@ def check_train_config(config):
   _check_learning_rate(config)
   check_mixed_precision(config)
   check_loss_scale(config)
+  repeatability.check_repeatability(config)
   spec = names.network_spec(config.model_name)
   visible_gpus = len(tf.config.list_physical_devices('GPU'))
   _check_gpus_for_clones(config, visible_gpus)

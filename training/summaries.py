@@ -22,6 +22,11 @@ Draws of one iterator are served one at a time, so their waits never overlap and
 for N clones and K micro-batches alike (docs/monitoring.md, "Reading the input wait").
 """
 
+import time
+
+import numpy as np
+from tensorflow.python.framework import config as tf_config  # Op determinism's switch.
+
 from datasets.inputs.record_files import as_written
 from tf_compat import tf, slim
 
@@ -47,8 +52,10 @@ class InputWait:
     function with a stateful op is never moved to a background thread), then the
     pipeline is asked for a batch, then the outer map reads the clock again.
     """
-    clock = tf.data.Dataset.from_tensors(0).repeat().map(as_written(_now))
-    return tf.data.Dataset.zip((clock, dataset)).map(as_written(_with_wait))
+    now = _now_python if tf_config.is_op_determinism_enabled() else _now
+    clock = tf.data.Dataset.from_tensors(0).repeat().map(as_written(now))
+    return tf.data.Dataset.zip((clock, dataset)).map(as_written(
+        lambda start, element: (element, now(0) - start)))
 
   def draw(self, iterator):
     """The next element of a `timed` dataset's iterator, its wait kept for `wrap`."""
@@ -75,8 +82,12 @@ def _now(_):
 
 
 @tf.autograph.experimental.do_not_convert
-def _with_wait(start, element):
-  return element, tf.timestamp() - start
+def _now_python(_):
+  """The clock under --deterministic, where TensorFlow refuses tf.timestamp (a value that
+  differs between runs): Python's, read by the same draw (a stateful function stays in
+  the draw's call too)."""
+  return tf.reshape(tf.numpy_function(lambda: np.float64(time.time()), [], tf.float64,
+                                      stateful=True), [])
 
 
 def add_clone_summaries(logits, labels, end_points, summarize_activations):

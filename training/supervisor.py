@@ -1,9 +1,11 @@
 """The Supervisor of the training loop (training.session_loop): slim.learning.train's, with
-a session manager that keeps the parameter servers' model and no graph.pbtxt."""
+a session manager that keeps the parameter servers' model, restores the input's position
+after the variables (training.input_position), and no graph.pbtxt."""
 
 from absl import logging
 
 from tf_compat import tf
+from training.input_position import input_position
 
 __all__ = ['make_supervisor', 'ResumingSessionManager', 'Supervisor']
 
@@ -39,6 +41,15 @@ class ResumingSessionManager(tf.train.SessionManager):
     return super().prepare_session(master, init_op=init_op, saver=saver,
                                    checkpoint_dir=checkpoint_dir, **kwargs)
 
+  def _restore_checkpoint(self, master, saver=None, checkpoint_dir=None, **kwargs):
+    """The variables, then the input's position from the same checkpoint (the chief's)."""
+    sess, restored = super()._restore_checkpoint(master, saver=saver,
+                                                 checkpoint_dir=checkpoint_dir, **kwargs)
+    position = input_position(self._graph)
+    if restored and position is not None and checkpoint_dir:
+      position.restore(sess, tf.train.latest_checkpoint(checkpoint_dir))
+    return sess, restored
+
 
 class Supervisor(tf.train.Supervisor):
   """tf.train.Supervisor whose chief writes the graph to TensorBoard's events only.
@@ -57,10 +68,18 @@ class Supervisor(tf.train.Supervisor):
 
 def make_supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, timeouts):
   """-> (the Supervisor: session preparation, queue runners, the chief's summary writer,
-  and no thread beside the steps (no summary op, no intervals); its session manager)."""
+  and no thread beside the steps (no summary op, no intervals); its session manager; the
+  saver of the chief's checkpoints: the variables and the input's position).
+
+  The Supervisor's own saver restores the variables only: a checkpoint without the
+  position (older, or of other input settings) still resumes."""
   graph = global_step.graph
   with graph.as_default():
     saver = tf.train.Saver(save_relative_paths=True)  # train_dir can move (paths)
+    position = input_position(graph)
+    checkpoint_saver = saver if position is None else tf.train.Saver(
+        var_list=tf.global_variables() + tf.get_collection(tf.GraphKeys.SAVEABLE_OBJECTS)
+        + [position.saveable], save_relative_paths=True)
   manager = ResumingSessionManager(
       ops.global_ready_op, distributed, local_init_op=ops.local_init_op,
       ready_op=ops.ready_op, ready_for_local_init_op=ops.ready_for_local_init_op,
@@ -72,4 +91,4 @@ def make_supervisor(ops, logdir, is_chief, global_step, init_fn, distributed, ti
       global_step=global_step, saver=saver, save_summaries_secs=0, save_model_secs=0,
       recovery_wait_secs=timeouts.recovery_wait_secs,
       stop_grace_secs=max(1.0, timeouts.stop_grace_secs), session_manager=manager,
-      init_fn=init_fn), manager
+      init_fn=init_fn), manager, checkpoint_saver

@@ -29,9 +29,11 @@ from checkpoints import paths, restore
 from core.errors import DataError
 from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
-from training import (cluster_agreement, optimization, precise_bn, run_record, summaries,
-                      summary_gate)
+from training import (cluster_agreement, optimization, precise_bn, repeatability,
+                      run_record, summaries, summary_gate)
 from training.cadence import Cadence
+from training.example_ids import ExampleIds
+from training.input_position import INPUT_POSITION, InputPosition
 from training.progress import ProgressStep
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
@@ -68,11 +70,16 @@ def _input_iterator(setup, skips):
   timed inside the iterator (summaries.InputWait.timed).
 
   Workers read disjoint shard files (InputSettings.shard_index = task), or with
-  --data_service_address the batches the tf.data service's data workers make.
+  --data_service_address the batches the tf.data service's data workers make. The
+  chief's local iterator is saved with its checkpoints (training.input_position).
   """
   with tf.device(setup.deploy_config.inputs_device()):
     dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
-    return tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
+    iterator = tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
+    if setup.config.is_chief and setup.input_settings.service is None:
+      tf.add_to_collection(INPUT_POSITION, InputPosition(iterator, setup.input_settings,
+                                                         setup.dataset))
+    return iterator
 
 
 def _network_fn(setup):
@@ -84,23 +91,40 @@ def _network_fn(setup):
       is_training=True, **setup.network_kwargs), config.mixed_precision)
 
 
-def _clone_inputs(setup, iterator, input_wait):
+def _clone_inputs(setup, iterator, input_wait, draws):
   """-> (inputs, labels) of one clone: a batch drawn (and timed) on the input device,
   finished by its input on the clone's device (video clips are scaled and mirrored there),
-  with the input's summaries of what the model sees."""
-  with tf.device(setup.deploy_config.inputs_device()):
+  with the input's summaries of what the model sees. Each draw waits for the one before
+  (`draws`: clone i draws the i-th batch of its micro-batch, whatever the scheduler runs
+  first), and with --log_example_ids its ids go to `draws.ids`."""
+  with tf.device(setup.deploy_config.inputs_device()), \
+      tf.control_dependencies(draws.last):
     batch = input_wait.draw(iterator)
+  draws.last = [tf.nest.flatten(batch)[0]]
+  if setup.input_settings.with_ids:
+    batch, ids = batch[:-1], batch[-1]
+    draws.ids.add(ids, draws.count % setup.config.num_clones,
+                  draws.count // setup.config.num_clones)
+  draws.count += 1
   inputs, labels = setup.input.finish(batch, setup.dataset)
   setup.input.summarize(inputs, labels, setup.dataset, setup.input_settings)
   return inputs, labels
 
 
-def _make_clone_fn(setup, iterator, network_fn, input_wait):
+class _Draws:
+  """The batches drawn so far in a step's graph: the last (what the next waits for),
+  their count and, with --log_example_ids, their ids (training.example_ids)."""
+
+  def __init__(self, ids):
+    self.last, self.count, self.ids = [], 0, ids
+
+
+def _make_clone_fn(setup, iterator, network_fn, input_wait, draws):
   """model_fn for create_clones: draw a batch, run the net, add the losses."""
   config = setup.config
 
   def clone_fn():
-    inputs, labels = _clone_inputs(setup, iterator, input_wait)
+    inputs, labels = _clone_inputs(setup, iterator, input_wait, draws)
     # --xla compiles the network, the loss and (inheriting the scope) their gradients.
     with xla.jit_scope(config.xla):
       logits, end_points = network_fn(inputs)
@@ -213,8 +237,10 @@ def build_training_graph(setup):
   """Builds inputs, clones, losses, optimizer and summaries in the default graph."""
   config = setup.config
   deploy_config = setup.deploy_config
+  tf.set_random_seed(repeatability.graph_seed(config))  # None: unseeded, as before.
   with tf.device(deploy_config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
+  repeatability.seed_dropout(config, global_step)
   moving_average = None
   if config.moving_average_decay:
     moving_average = tf.train.ExponentialMovingAverage(config.moving_average_decay,
@@ -225,7 +251,8 @@ def build_training_graph(setup):
   skips = _skip_counter(setup)
   iterator = _input_iterator(setup, skips)
   input_wait = summaries.InputWait()
-  clone_fn = _make_clone_fn(setup, iterator, _network_fn(setup), input_wait)
+  draws = _Draws(ExampleIds(config.train_dir) if setup.input_settings.with_ids else None)
+  clone_fn = _make_clone_fn(setup, iterator, _network_fn(setup), input_wait, draws)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
   if config.trainable_scopes:
@@ -243,6 +270,8 @@ def build_training_graph(setup):
                   for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
   train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
+  if draws.ids is not None:
+    train_op = draws.ids.wrap(train_op, global_step)
   if stats is not None and not config.sync_replicas:
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   precise = (precise_bn.PreciseBatchNorm(deployed.clones, config.precise_bn_batches)
@@ -302,6 +331,7 @@ def _log_startup(setup):
                      % (config.loss_scale, config.loss_scale_growth_steps)
                      if uses_loss_scale(config.mixed_precision) else ''),
                  'on' if config.xla else 'off')
+  logging.info('%s', repeatability.describe(config, setup.input_settings.service))
   if setup.resume_checkpoint:
     logging.info('Resuming from %s', setup.resume_checkpoint)
 
@@ -421,7 +451,8 @@ def train(config, stop_event=None, absent_tasks=None):
   setup = check_train_config(config)
   _log_startup(setup)
   run_record.start_run(setup)
-  with tf.Graph().as_default():
+  with tf.Graph().as_default(), repeatability.determinism(config), \
+      repeatability.naming_nondeterministic_ops(config):
     graph = build_training_graph(setup)
     step_fn = ProgressStep(optimization.examples_per_worker_step(config),
                            number_of_steps=config.max_number_of_steps,

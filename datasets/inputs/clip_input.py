@@ -207,6 +207,8 @@ def _training_sampler(modality, settings):
     clip, undecoded = _read_and_decode(shard, video, indices, modality, crop_size,
                                        random_offsets, None if deferred else flip)
     element = (clip, label, flip) if deferred else (finish_clips(clip, modality), label)
+    if settings.with_ids:
+      element += (video['video_id'],)
     return element + (video['video_id'], shard, undecoded, num_frames)
 
   return sample

@@ -33,7 +33,8 @@ def build_image_dataset(split, settings, *, is_training):
       a seed, or when not training, the order is deterministic), num_shards and
       shard_index (every num_shards-th file from shard_index: cluster workers read
       disjoint files; needs at least num_shards files), labels_offset (subtracted from
-      every label), prefetch_batches, service (the tf.data service runs it) and
+      every label), prefetch_batches, service (the tf.data service runs it), with_ids
+      (each element ends with 'record N of <shard file>' string [batch]) and
       report_damaged: each element ends with where string [batch] ('record N of <shard
       file>') and damage string [batch] ('' or why the image could not be used: it does
       not decode; its image is then a blank one). Without it such an image fails the
@@ -52,29 +53,38 @@ def build_image_dataset(split, settings, *, is_training):
       shuffle_buffer_size=shuffle_buffer_size, num_shards=settings.num_shards)
   record_files.check_arguments(split, settings.num_epochs, settings.num_shards,
                                settings.shard_index, settings.labels_offset)
-  preprocess = image_preprocessing.get_preprocessing(settings.preprocessing_name,
-                                                     is_training)
   files = record_files.input_files(split, settings.num_shards, settings.shard_index)
-  size, offset, report_damaged = (settings.image_size, settings.labels_offset,
-                                  settings.report_damaged)
-
-  def parse_and_preprocess(serialized, *origin):
-    if not report_damaged:
-      image, label = image_records.parse_image_example(serialized, split.num_channels)
-      return preprocess(image, size, size), label - offset
-    image, label, where, damage = _parse_checked(serialized, split.num_channels, *origin)
-    return preprocess(image, size, size), label - offset, where, damage
-
   dataset = record_files.read_records(files, is_training, settings.num_readers,
                                       shuffle_buffer_size, settings.seed,
-                                      with_origin=report_damaged, service=settings.service)
+                                      with_origin=settings.report_damaged or settings.with_ids,
+                                      service=settings.service)
   dataset = dataset.repeat(settings.num_epochs)
-  dataset = dataset.map(record_files.as_written(parse_and_preprocess),
+  dataset = dataset.map(record_files.as_written(_parser(split, settings, is_training)),
                         num_parallel_calls=settings.num_parallel_calls)
   dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
   dataset = dataset.prefetch(settings.prefetch_batches)
   return dataset.with_options(record_files.pipeline_options(
       deterministic=not is_training or settings.seed is not None))
+
+
+def _parser(split, settings, is_training):
+  """-> map function (serialized[, shard file, record number]) -> (image, label) and
+  the ids or the damage report `settings` asks for."""
+  preprocess = image_preprocessing.get_preprocessing(settings.preprocessing_name,
+                                                     is_training)
+  size, offset, report_damaged = (settings.image_size, settings.labels_offset,
+                                  settings.report_damaged)
+  with_ids = settings.with_ids and not report_damaged
+
+  def parse_and_preprocess(serialized, *origin):
+    if not report_damaged:
+      image, label = image_records.parse_image_example(serialized, split.num_channels)
+      element = preprocess(image, size, size), label - offset
+      return element + (_where(*origin),) if with_ids else element
+    image, label, where, damage = _parse_checked(serialized, split.num_channels, *origin)
+    return preprocess(image, size, size), label - offset, where, damage
+
+  return parse_and_preprocess
 
 
 def _parse_checked(serialized, num_channels, file_name, index):
@@ -84,6 +94,10 @@ def _parse_checked(serialized, num_channels, file_name, index):
   image, decoded = checked_decode.decode_or_blank(
       encoded, lambda value: image_records.decode_image(value, num_channels),
       tf.zeros([1, 1, num_channels], tf.uint8))
-  where = tf.strings.join(['record ', tf.strings.as_string(index), ' of ', file_name])
   damage = tf.where(decoded, '', 'the image does not decode')
-  return image, label, where, damage
+  return image, label, _where(file_name, index), damage
+
+
+def _where(file_name, index):
+  """'record N of <shard file>': an image's id."""
+  return tf.strings.join(['record ', tf.strings.as_string(index), ' of ', file_name])

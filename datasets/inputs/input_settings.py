@@ -129,6 +129,9 @@ class InputSettings:
       (`clip_input.finish_clips`) on its own device.
     report_damaged: evaluation: elements carry which examples did not decode instead
       of failing the pipeline.
+    with_ids: training: each element ends with the id of every example in the batch
+      (string [batch]: images 'record N of <shard>', clips their video id), for a run
+      that records which examples each step trained.
   """
   batch_size: int
   image_size: int
@@ -151,6 +154,7 @@ class InputSettings:
   prefetch_batches: int = 2
   deferred: bool = False
   report_damaged: bool = False
+  with_ids: bool = False
 
   def __post_init__(self):
     sampling = self.sampling

@@ -24,6 +24,7 @@ from tf_compat import tf, slim
 from checkpoints import restore
 import training.train as train_module
 from training.config import TrainConfig
+from training.input_position import is_input_position
 from training.optimization import OPTIMIZERS
 from core.params import ConfigError
 from training.progress import ProgressStep
@@ -86,8 +87,10 @@ def train_with_timeout(config, timeout=TRAIN_TIMEOUT_SECS, stop_event=None):
 
 
 def checkpoint_values(path):
+  """{variable name: value} of a checkpoint (its input position left out)."""
   reader = tf.train.load_checkpoint(path)
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not is_input_position(name)}
 
 
 def event_tags(directory):
@@ -177,7 +180,9 @@ def test_checkpoint_holds_one_copy_of_each_variable(source_run):
   """Clones share variables: no clone prefix, no per-clone copies (sgd has no slots)."""
   _, result = source_run
   names = set(tf.train.load_checkpoint(result.checkpoint).get_variable_to_shape_map())
-  assert names == set(LENET_VARIABLES) | {'global_step'}
+  positions = {name for name in names if is_input_position(name)}
+  assert len(positions) == 1  # The chief's input position (training.input_position).
+  assert names - positions == set(LENET_VARIABLES) | {'global_step'}
 
 
 def test_summaries_of_the_run(source_run):
