@@ -8,9 +8,16 @@ directly: `TrainConfig(dataset_name='digits', ...)`.
 
 Supported field types: str, int, float, bool, Optional[...] of those (default None), and
 tuple[str|int|float, ...] (a comma-separated list flag).
+
+`parse_flags` turns absl's parse errors into one line that says where the argument came
+from: a flagfile that cannot be read (and the flagfile line that named it), or the
+flagfile and line of an unknown flag or a bad value.
 """
 
 import dataclasses
+import difflib
+import os
+import re
 import sys
 import typing
 
@@ -20,7 +27,7 @@ from core import flag_help
 from core.errors import USAGE, ConfigError, print_error  # ConfigError: re-exported
 
 __all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'given_flags',
-           'answer_help', 'parse_flags', 'reject_positional_arguments']
+           'answer_help', 'parse_flags', 'reject_positional_arguments', 'nearby']
 
 
 def param(default, help):  # pylint: disable=redefined-builtin
@@ -123,9 +130,104 @@ def answer_help(*config_classes):
   sys.exit(0)
 
 
+def nearby(path):
+  """What exists near `path`, which does not: names like its missing part in the deepest
+  existing directory above it (checkpoint files by their prefix), or that directory."""
+  parent, name = os.path.split(os.path.normpath(path))
+  while parent and not os.path.isdir(parent):
+    parent, name = os.path.split(parent)
+  try:
+    entries = sorted({_CHECKPOINT_FILE.sub('', entry) for entry in os.listdir(parent or '.')})
+  except OSError:
+    entries = []
+  alike = difflib.get_close_matches(name, entries, n=3, cutoff=0.6)
+  if alike:
+    return 'similar: %s' % ', '.join(os.path.join(parent, entry) for entry in alike)
+  return 'the nearest directory that exists is %s' % (parent or os.getcwd())
+
+
+_CHECKPOINT_FILE = re.compile(r'\.(index|meta|data-\d{5}-of-\d{5})$')
+_FLAGFILE = ('--flagfile', '-flagfile')
+_ILLEGAL_VALUE = re.compile(r'^flag --([\w-]+)=(.*?): ')
+
+
+def _flagfile_target(argument):
+  """The file a `--flagfile=FILE` argument or line names, or None."""
+  for prefix in _FLAGFILE:
+    if argument.startswith(prefix + '='):
+      return os.path.expanduser(argument[len(prefix) + 1:].strip())
+  return None
+
+
+def _where(origin):
+  """'flagfile b.cfg line 2 (in a.cfg line 1)': origin is ((path, line), ...), innermost
+  first."""
+  (path, line), outer = origin[0], origin[1:]
+  return 'flagfile %s line %d%s' % (path, line,
+                                    ''.join(' (in %s line %d)' % each for each in outer))
+
+
+def _read_flagfile(path, origin, stack):
+  """(line, origin) of each flag line of flagfile `path`, nested flagfiles read in place,
+  as absl reads them (comments '#' and '//', blank lines and circular includes skipped).
+  Raises ConfigError for a flagfile that cannot be read, naming where it was named."""
+  try:
+    with open(path) as handle:
+      lines = handle.readlines()
+  except OSError as error:
+    where = _where(origin) + ': ' if origin else ''
+    raise ConfigError('%s--flagfile=%s cannot be read: %s (%s; a relative path is read '
+                      'from the current directory, %s)' % (
+                          where, path, error.strerror or error, nearby(path),
+                          os.getcwd())) from None
+  for number, line in enumerate(lines, 1):
+    if line.isspace() or line.startswith(('#', '//')):
+      continue
+    here, target = ((path, number),) + origin, _flagfile_target(line.strip())
+    if target is None:
+      yield line.strip(), here
+    elif target not in stack + (path,):
+      yield from _read_flagfile(target, here, stack + (path,))
+
+
+def _arguments(argv):
+  """(argument, origin) of every argument absl reads from argv, flagfiles expanded in
+  place; origin () for the command line."""
+  rest = list(argv[1:])
+  while rest and rest[0] != '--':
+    argument = rest.pop(0)
+    target = (os.path.expanduser(rest.pop(0)) if argument in _FLAGFILE and rest
+              else _flagfile_target(argument))
+    if target is None:
+      yield argument, ()
+    else:
+      yield from _read_flagfile(target, (), ())
+
+
+def _located(error, argv):
+  """absl's parse `error` as one line that says which flagfile (and line) it came from."""
+  try:
+    arguments = list(_arguments(argv))
+  except ConfigError as unreadable:
+    return str(unreadable)
+  name = getattr(error, 'flagname', None)
+  value = _ILLEGAL_VALUE.match(str(error))
+  if value:
+    name = value.group(1)
+  for argument, origin in arguments:
+    flag, _, text = argument.lstrip('-').partition('=')
+    if flag in (name, 'no%s' % name) and (not value or text == value.group(2)):
+      if not origin:
+        return str(error)
+      said = '' if argument in str(error) else argument + ': '   # absl's may name it
+      return '%s: %s%s' % (_where(origin), said, error)
+  return str(error)
+
+
 def parse_flags(argv):
-  """absl `flags_parser`: a bad flag is one line and exit status 2; --help (or -h,
-  --helpshort) prints the entry's own flags by group, --helpfull every flag; both exit 0.
+  """absl `flags_parser`: a bad flag is one line and exit status 2, naming the flagfile
+  and line it came from; --help (or -h, --helpshort) prints the entry's own flags by
+  group, --helpfull every flag; both exit 0.
   """
   mode = _help_mode(argv)
   if mode:
@@ -134,7 +236,7 @@ def parse_flags(argv):
   try:
     return flags.FLAGS(argv)
   except flags.Error as error:
-    print_error(error)
+    print_error(_located(error, argv))
     sys.exit(USAGE)
 
 

@@ -26,8 +26,8 @@ from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalCon
                                MOVING_AVERAGE_MODES)
 from nets import nets_factory
 from resolve import names
-from resolve.run_record import (Link, Settings, changed_fields, fill_from_record,
-                                find_record, no_record)
+from resolve.run_record import (Link, Settings, changed_fields, check_checkpoint_path,
+                                fill_from_record, find_record, no_record)
 from resolve.sampling import crop_size, resolve_sampling
 
 __all__ = ['Stream', 'EvalSetup', 'EVAL_LINKS', 'FLOW_LINKS', 'from_run_records',
@@ -120,7 +120,6 @@ def _check_numbers(config):
 
 
 def _check_names(config):
-  require(config.checkpoint_path, '--checkpoint_path is required')
   names.network_spec(config.model_name)
   names.dataset_entry(config.dataset_name)
 
@@ -170,6 +169,7 @@ def _check_precision(config, num_classes, is_video):
 def _checkpoint(config, flag):
   path = getattr(config, flag)
   if not config.watch:
+    check_checkpoint_path(path, flag)
     return resolve_checkpoint(path, flag)
   require(not os.path.exists(path) or os.path.isdir(path), '--watch follows a training '
            'directory, but --%s=%s is a file; give the directory (or drop --watch)'
@@ -199,8 +199,17 @@ def from_run_records(config, given=None):
   return config, settings
 
 
-def _streams(config, split, settings):
-  first = Stream(split.modality or 'image', split, _checkpoint(config, 'checkpoint_path'),
+def _checkpoints(config):
+  """{flag: checkpoint prefix (None with --watch)} of each stream, resolved before any
+  other flag is asked for: a mistyped run dir is the first error, not the flags its record
+  would have given."""
+  require(config.checkpoint_path, '--checkpoint_path is required')
+  flags = ('checkpoint_path', 'flow_checkpoint_path') if config.fusion else ('checkpoint_path',)
+  return {flag: _checkpoint(config, flag) for flag in flags if getattr(config, flag)}
+
+
+def _streams(config, split, settings, checkpoints):
+  first = Stream(split.modality or 'image', split, checkpoints['checkpoint_path'],
                  'checkpoint_path', 'dataset_dir=%s' % config.dataset_dir, settings[0])
   if not config.fusion:
     require(not (config.flow_checkpoint_path or config.flow_dataset_dir),
@@ -222,7 +231,7 @@ def _streams(config, split, settings):
   require(flow_split.labels_to_names == split.labels_to_names, '--fusion: the classes of '
            '--flow_dataset_dir=%s (labels.txt) differ from those of --dataset_dir=%s'
            % (config.flow_dataset_dir, config.dataset_dir))
-  second = Stream('flow', flow_split, _checkpoint(config, 'flow_checkpoint_path'),
+  second = Stream('flow', flow_split, checkpoints['flow_checkpoint_path'],
                   'flow_checkpoint_path', 'flow_dataset_dir=%s' % config.flow_dataset_dir,
                   settings[1] if len(settings) > 1 else Settings(None))
   return (first, second)
@@ -235,6 +244,7 @@ def check_eval_config(config, settings=None):
   flag's or the default)."""
   settings = settings or (no_record(config, changed_fields(config), EVAL_LINKS),
                           no_record(config, changed_fields(config), FLOW_LINKS))
+  checkpoints = _checkpoints(config)
   _check_names(config)
   _check_numbers(config)
   split = names.dataset_split(config.dataset_name, config.dataset_split_name,
@@ -262,7 +272,7 @@ def check_eval_config(config, settings=None):
     averages = 'true'
   elif not is_video:   # images follow --moving_average_decay alone
     averages = 'false'
-  streams = _streams(config, split, settings)
+  streams = _streams(config, split, settings, checkpoints)
   for stream in streams:
     index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
   return EvalSetup(config=config, kind=kind, streams=streams, num_classes=num_classes,

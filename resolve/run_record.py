@@ -8,6 +8,8 @@ the run's value unless the user gave that flag, names in one log line each given
 differs from the run's, and says where each setting came from: 'record', 'flag' or
 'default'. Which training flag feeds which entry flag is the entry's table of `Link`s
 (e.g. --train_image_size -> --eval_image_size). No record: every setting is the flag's.
+`check_checkpoint_path` refuses, before any other flag is asked for, a path that names
+nothing on disk (a mistyped run dir), with what its directory holds of a similar name.
 """
 
 import dataclasses
@@ -17,10 +19,12 @@ from typing import Optional
 
 from absl import logging
 
-from core.errors import DataError, require
+from core.errors import ConfigError, DataError, require
+from core.params import nearby
 
 __all__ = ['RECORD_FILE', 'RunRecord', 'Link', 'Setting', 'Settings', 'find_record',
-           'read_record', 'fill_from_record', 'changed_fields', 'no_record']
+           'read_record', 'fill_from_record', 'changed_fields', 'no_record',
+           'check_checkpoint_path']
 
 RECORD_FILE = 'flags.cfg'   # the trainer writes it (training.run_record.FLAGFILE)
 RECORD, FLAG, DEFAULT = 'record', 'flag', 'default'
@@ -127,6 +131,23 @@ def find_record(checkpoint_path):
                else os.path.dirname(checkpoint_path))
   path = os.path.join(directory, RECORD_FILE)
   return read_record(path) if os.path.isfile(path) else None
+
+
+def _exists(path):
+  """Whether `path` is a directory, a file or a checkpoint prefix (its .index)."""
+  return os.path.exists(path) or os.path.exists(path + '.index')
+
+
+def check_checkpoint_path(path, flag='checkpoint_path'):
+  """ConfigError when `path` (a train_dir, a checkpoint prefix or one of its files) names
+  nothing on disk: one line naming the flag, the path, what exists nearby and what is
+  accepted. A remote path (gs://...) is left to TensorFlow's reader."""
+  if not path or '://' in path or _exists(path):
+    return
+  raise ConfigError('--%s=%s: no such checkpoint, file or directory (%s); give a training '
+                    'directory, a checkpoint prefix such as model.ckpt-1000, or one of its '
+                    'files'
+                    % (flag, path, nearby(path)))
 
 
 def _unwrap(annotation):

@@ -40,8 +40,8 @@ from checkpoints.paths import resolve_checkpoint
 from checkpoints.restore import MOVING_AVERAGE_MODES
 from datasets.formats import converted_data
 from resolve import names
-from resolve.run_record import (Link, changed_fields, fill_from_record, find_record,
-                                no_record)
+from resolve.run_record import (Link, changed_fields, check_checkpoint_path,
+                                fill_from_record, find_record, no_record)
 from resolve.sampling import SamplingFlags, resolve_sampling
 from nets import nets_factory
 from serving import export_layout
@@ -156,8 +156,12 @@ def _check(config):
   Raises:
     ConfigError: the first mistake found.
   """
-  for flag in ('checkpoint_path', 'export_dir'):
-    require(getattr(config, flag), '--%s is required' % flag)
+  # The checkpoint first: a mistyped run dir is the first error, not the flags its
+  # record would have given.
+  require(config.checkpoint_path, '--checkpoint_path is required')
+  check_checkpoint_path(config.checkpoint_path)
+  checkpoint = resolve_checkpoint(config.checkpoint_path)
+  require(config.export_dir, '--export_dir is required')
   require(names.network_spec(config.model_name).default_num_frames is not None,
            '--model_name=%s is an image network; export.py exports video networks'
            % config.model_name)
@@ -168,7 +172,6 @@ def _check(config):
   check_mixed_precision(config)
   check_gpu_options(config)
   version = export_layout.choose_version(config.export_dir, config.export_version)
-  checkpoint = resolve_checkpoint(config.checkpoint_path)
   info, labels, settings = _read_records_info(config.dataset_dir)
   return checkpoint, version, info, labels, settings, resolve_sampling(config)
 

@@ -76,6 +76,17 @@ def test_bad_input_gets_one_error_line(tmp_path, tmp_path_factory):
     assert_one_error_line(results[name].result(), *texts)
 
 
+def test_a_mistyped_run_dir_is_the_first_and_only_error(tmp_path):
+  """`eval.py --checkpoint_path=TYPO` alone: the checkpoint's line, naming the run dir
+  beside it, not --model_name (which the run's record would have given)."""
+  (tmp_path / 'ucf101_rgb_s1').mkdir()
+  typo = str(tmp_path / 'ucf101_rgb_s2')
+  assert_one_error_line(run('eval.py', ['--checkpoint_path=%s' % typo]),
+                        'error: --checkpoint_path=%s: no such checkpoint, file or directory '
+                        '(similar: %s); give a training directory' % (
+                            typo, tmp_path / 'ucf101_rgb_s1'))
+
+
 def test_progress_reaches_stderr_that_is_not_a_terminal(tmp_path, tmp_path_factory):
   """stderr is a pipe, as in a pod's log: a progress line every 2 videos and at the end;
   stdout gives the table, the report and the confusion matrix PNG."""

@@ -50,6 +50,17 @@ def test_export_writes_a_saved_model_or_one_error_line(tmp_path, tmp_path_factor
   assert_one_error_line(results['missing'], '--checkpoint_path=', 'no such checkpoint')
 
 
+def test_a_mistyped_run_dir_is_the_first_and_only_error(tmp_path):
+  """`export.py --checkpoint_path=TYPO` alone: the checkpoint's line, not --export_dir's
+  or --model_name's."""
+  (tmp_path / 'ucf101_rgb_s1').mkdir()
+  typo = str(tmp_path / 'ucf101_rgb_s2')
+  assert_one_error_line(run_script('export.py', ['--checkpoint_path=%s' % typo]),
+                        'error: --checkpoint_path=%s: no such checkpoint, file or directory '
+                        '(similar: %s); give a training directory' % (
+                            typo, tmp_path / 'ucf101_rgb_s1'))
+
+
 @pytest.mark.slow
 def test_export_from_the_run_record_alone(tmp_path, tmp_path_factory):
   """A run of the real trainer exported with --checkpoint_path and --export_dir alone:

@@ -1,11 +1,14 @@
 """Checks that need no running job: the cluster's names resolve, its ports are free, a
-directory takes files.
+directory takes files; and the layout of a job not started yet (`PlannedJob`).
 
 Each check takes a `deployment.cluster.ps_cluster.TaskSpec`-like cluster (ps_hosts, worker_hosts of
 'host:port', and `source` for messages) and returns a list of one-line problems, empty when
 all is well. `start_server` runs the task's own checks before TensorFlow binds its port
 (TensorFlow's own refusal is a gRPC log line and "Could not start gRPC server");
-`python -m training.check_cluster` runs them all from the submitting host.
+`python -m training.check_cluster` runs them all from the submitting host. A job whose
+addresses exist only once it runs (a launch_local job; a Slurm job, from the host that
+submits it, which has no SLURM_* variables) is described by `PlannedJob`'s flags instead:
+`slurm_step_environ` gives the variables its chief's task will see.
 
 A port is free when it can be bound as TensorFlow binds it: 0.0.0.0:port, with
 SO_REUSEADDR as gRPC sets it (a closed connection's TIME_WAIT does not hold the port).
@@ -13,6 +16,7 @@ On Kubernetes a pod's DNS name appears a few seconds after the pod starts, so
 `wait_for_names` retries resolution instead of refusing at once. No TensorFlow here.
 """
 
+import dataclasses
 import os
 import socket
 import tempfile
@@ -20,9 +24,12 @@ import time
 
 from absl import logging
 
+from core.errors import ConfigError, require
+from core.params import param
+
 __all__ = ['addresses', 'split_address', 'resolution_problems', 'wait_for_names',
            'is_local', 'port_taken', 'port_problems', 'own_port_problem',
-           'writable_dir_problems']
+           'writable_dir_problems', 'PlannedJob', 'slurm_step_environ', 'slurm_layout']
 
 RETRY_SECS = 1.0
 
@@ -171,3 +178,90 @@ def writable_dir_problems(path, flag):
         flag, path, error.strerror or error,
         ' (%s)' % error.filename if error.filename and error.filename != path else '')]
   return []
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedJob:
+  """The flags `python -m training.check_cluster` adds to the trainer's: the layout of a
+  job whose addresses do not exist before it runs (docs/cluster.md, "Check before
+  launch"). All unset: the cluster of --ps_hosts/--worker_hosts, TF_CONFIG or
+  --addressing, as the trainer reads it."""
+  # Planned launch_local job.
+  launch_local_workers: int = param(
+      0, 'Check a `python -m deployment.launch_local` job of this many workers (its '
+      '--num_workers); 0 = not one. Its tasks get their addresses from the launcher.')
+  launch_local_ps: int = param(1, 'That job\'s --num_ps.')
+  launch_local_data_workers: int = param(0, 'That job\'s --num_data_workers.')
+  # Planned Slurm job (from its submitting host).
+  slurm_ntasks: int = param(
+      0, 'With --addressing=slurm from the submitting host (no SLURM_* variables there): '
+      'the job\'s sbatch --ntasks (configs/slurm/train.sbatch: P + W, + 1 + D with '
+      '--data_workers=D), P being --num_ps_tasks; 0 = read the srun step\'s environment.')
+  slurm_nodes: int = param(0, 'The job\'s sbatch --nodes; 0 = as many as --slurm_nodelist '
+                           'names.')
+  slurm_nodelist: str = param(
+      '', 'The job\'s nodes in Slurm\'s hostlist syntax (sbatch --nodelist, e.g. '
+      'node[0-9]), to check they resolve; unset = known only once Slurm allocates them.')
+  slurm_distribution: str = param('block', 'The training step\'s task layout: block or '
+                                  'cyclic (sbatch --distribution).')
+  slurm_data_workers: int = param(0, 'train.sbatch --data_workers=D: 1 + D of the tasks run '
+                                  'a tf.data service; 0 = none.')
+
+
+def _even_split(tasks, nodes):
+  """Slurm's default layout of `tasks` over `nodes`: even, the first nodes one more
+  ('2(x2),1(x8)' for 12 over 10)."""
+  base, extra = divmod(tasks, nodes)
+  counts = [(base + 1, extra), (base, nodes - extra)]
+  return ','.join('%d(x%d)' % (count, times) if times > 1 else str(count)
+                  for count, times in counts if times and count)
+
+
+def _planned_nodes(plan):
+  """The node names of the plan (placeholders without --slurm_nodelist) and whether they
+  are the real ones."""
+  from deployment.cluster import slurm_env  # pylint: disable=import-outside-toplevel  (TF)
+  try:
+    names = (slurm_env.expand_hostlist(plan.slurm_nodelist, '--slurm_nodelist')
+             if plan.slurm_nodelist else None)
+  except ValueError as error:   # ps_cluster.ClusterError
+    raise ConfigError(str(error)) from None
+  count = plan.slurm_nodes or len(names or ())
+  require(count >= 1, '--slurm_ntasks=%d needs --slurm_nodes=N (sbatch --nodes) or '
+          '--slurm_nodelist' % plan.slurm_ntasks)
+  require(names is None or len(names) == count, '--slurm_nodes=%d but --slurm_nodelist=%s '
+          'names %d nodes' % (count, plan.slurm_nodelist, len(names or ())))
+  require(count <= plan.slurm_ntasks, '--slurm_nodes=%d is more than --slurm_ntasks=%d: '
+          'Slurm runs at least one task per node' % (count, plan.slurm_ntasks))
+  return names or ['node%d' % i for i in range(count)], names is not None
+
+
+def slurm_layout(plan, num_ps):
+  """(training tasks, node names, whether those names are real, tasks per node) of the
+  training step configs/slurm/train.sbatch runs in the job `plan` describes. Raises
+  ConfigError naming the flag."""
+  require(plan.slurm_data_workers >= 0, '--slurm_data_workers=%d must be >= 0 (0: no '
+          'tf.data service)' % plan.slurm_data_workers)
+  require(plan.slurm_distribution in ('block', 'cyclic'), '--slurm_distribution=%s is not '
+          'known; valid: block, cyclic' % plan.slurm_distribution)
+  service = plan.slurm_data_workers + 1 if plan.slurm_data_workers else 0
+  tasks = plan.slurm_ntasks - service
+  require(0 < num_ps < tasks, '--num_ps_tasks=%d with --slurm_ntasks=%d%s: train.sbatch P '
+          'runs P parameter servers and at least one worker; valid: 1..%d' % (
+              num_ps, plan.slurm_ntasks, ' (%d of them the tf.data service)' % service
+              if service else '', max(1, tasks - 1)))
+  names, real = _planned_nodes(plan)
+  used = min(len(names), tasks)   # the step's tasks, over the job's nodes
+  return tasks, names[:used], real, _even_split(tasks, used)
+
+
+def slurm_step_environ(plan, num_ps):
+  """The SLURM_* variables (and train.sbatch's) the chief's task will see in the training
+  step of the job `plan` describes: what `--addressing=slurm` reads inside the job. The
+  job id is not known yet (0: the ports of its slot are not the real ones)."""
+  tasks, names, _, per_node = slurm_layout(plan, num_ps)
+  return {'SLURM_STEP_ID': '0', 'SLURM_PROCID': str(num_ps), 'SLURM_JOB_ID': '0',
+          'SLURM_STEP_NUM_TASKS': str(tasks), 'SLURM_STEP_NODELIST': ','.join(names),
+          'SLURM_STEP_TASKS_PER_NODE': per_node,
+          'SLURM_DISTRIBUTION': plan.slurm_distribution,
+          'SLIMDEPLOY_JOB_TASKS': str(plan.slurm_ntasks), 'SLIMDEPLOY_NUM_PS': str(num_ps)}

@@ -17,6 +17,7 @@ from datasets.conversion.video_conversion_config import VideoConversion
 from datasets.inputs.service_servers import ServerConfig
 from datasets.synthetic.motion_videos import SyntheticVideosConfig
 from deployment.cluster.local_cluster import LaunchConfig
+from deployment.cluster.preflight import PlannedJob
 from evaluation.config import EvalConfig
 from nets.inflation import InflateConfig
 from serving.export_model import ExportConfig
@@ -42,6 +43,7 @@ ENTRIES = [
     (['-m', 'nets.inflate'], InflateConfig),
     (['-m', 'deployment.launch_local'], LaunchConfig),
     (['-m', 'training.check_cluster'], TrainConfig),   # The trainer's flags.
+    (['-m', 'training.check_cluster'], PlannedJob),    # And a job's layout without addresses.
     (['-m', 'training.doctor'], DoctorSettings),
     (['-m', 'training.doctor'], TrainConfig),   # The doctor takes the trainer's flags too.
 ]

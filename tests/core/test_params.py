@@ -274,3 +274,48 @@ def test_parse_flags_returns_leftover_argv(global_flags, capsys):
   assert parse_flags(['prog', '--num_clones=4', 'positional']) == ['prog', 'positional']
   assert global_flags.num_clones == 4
   assert capsys.readouterr() == ('', '')
+
+
+def one_error_line(capsys, argv):
+  with pytest.raises(SystemExit) as exit_info:
+    parse_flags(['prog'] + argv)
+  assert exit_info.value.code == 2
+  out, err = capsys.readouterr()
+  assert out == '' and len(err.splitlines()) == 1, err
+  return err.rstrip('\n')
+
+
+def test_a_flagfile_that_cannot_be_read_is_named_with_what_is_beside_it(
+    global_flags, capsys, tmp_path, monkeypatch):
+  """`--flagfile=configs/nope.cfg`: the line names the file, relative to where it is
+  read from, and a file of a like name there; nested, also the line that named it."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / 'configs').mkdir()
+  (tmp_path / 'configs' / 'lenet_digits.cfg').write_text('--num_clones=2\n')
+  assert one_error_line(capsys, ['--flagfile=configs/lenet_digit.cfg']) == (
+      'error: --flagfile=configs/lenet_digit.cfg cannot be read: No such file or directory '
+      '(similar: configs/lenet_digits.cfg; a relative path is read from the current '
+      'directory, %s)' % tmp_path)
+  (tmp_path / 'outer.cfg').write_text('# a recipe\n--flagfile=configs/nope.cfg\n')
+  assert one_error_line(capsys, ['--flagfile', 'outer.cfg']) == (
+      'error: flagfile outer.cfg line 2: --flagfile=configs/nope.cfg cannot be read: No such '
+      'file or directory (the nearest directory that exists is configs; a relative path is '
+      'read from the current directory, %s)' % tmp_path)
+
+
+def test_a_bad_flag_in_a_flagfile_names_the_flagfile_and_line(global_flags, capsys,
+                                                             tmp_path):
+  inner, outer = tmp_path / 'inner.cfg', tmp_path / 'outer.cfg'
+  inner.write_text('--num_clones=2\n\n// absl comment\n--num_clone=3\n')
+  outer.write_text('--batch_size=8\n--flagfile=%s\n' % inner)
+  assert one_error_line(capsys, ['--flagfile=%s' % outer]).startswith(
+      "error: flagfile %s line 4 (in %s line 2): --num_clone=3: Unknown command line flag "
+      "'num_clone'" % (inner, outer))
+  inner.write_text('--batch_size=abc\n')
+  assert one_error_line(capsys, ['--batch_size=4', '--flagfile=%s' % inner]) == (
+      "error: flagfile %s line 1: flag --batch_size=abc: invalid literal for int() with "
+      "base 10: 'abc'" % inner)
+  # A good value in the flagfile, the bad one on the command line: absl's line, as it was.
+  inner.write_text('--batch_size=8\n')
+  assert one_error_line(capsys, ['--flagfile=%s' % inner, '--batch_size=xyz']) == (
+      "error: flag --batch_size=xyz: invalid literal for int() with base 10: 'xyz'")

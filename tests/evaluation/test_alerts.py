@@ -1,5 +1,6 @@
 """evaluation.alerts: the unsettled batch-norm warning from a record the real trainer
-wrote (LeNet with batch norm, 3 steps), and the one-class warning at exactly 90 %."""
+wrote (LeNet with batch norm, 3 steps; fine-tunes that restored their statistics or
+not), and the one-class warning at exactly 90 %."""
 
 import dataclasses
 import logging
@@ -15,6 +16,7 @@ from evaluation.metrics import classification_metrics
 from evaluation.setup import from_run_records
 from resolve.run_record import find_record
 from tests import trained_runs
+from tf_compat import tf
 
 
 @pytest.fixture(scope='module')
@@ -92,3 +94,70 @@ def test_one_class_at_exactly_90_percent_of_the_predictions_is_warned_of():
       "labels: a collapsed model (batch-norm statistics that have not settled?)")
   below = metrics_predicting([1] * 17 + [0, 2], [0, 1, 2] * 6 + [0])   # 17 of 19: 89.5 %
   assert alerts.dominant_class('rgb', below, names) is None
+
+
+# A fine-tune from a checkpoint whose statistics are not 0 / 1 (LeNet, 10 steps at
+# decay 0.5), 3 steps at the default decay 0.999: what it restored did not start at 0 / 1.
+@pytest.fixture(scope='module')
+def settled_source(tmp_path_factory, digits_dir):
+  train_dir = trained_runs.train(tmp_path_factory.mktemp('settled') / 'train', digits_dir,
+                                 **{**trained_runs.LENET_FLAGS, 'batch_norm_decay': 0.5,
+                                    'max_number_of_steps': 10})
+  return os.path.join(train_dir, 'model.ckpt-10')
+
+
+def fine_tune(tmp_path_factory, digits_dir, source, **flags):
+  """(its record, its checkpoint at step 3)."""
+  train_dir = trained_runs.train(tmp_path_factory.mktemp('fine_tuned') / 'train',
+                                 digits_dir, checkpoint_path=source,
+                                 **{**trained_runs.LENET_FLAGS, **flags})
+  return find_record(train_dir), os.path.join(train_dir, 'model.ckpt-3')
+
+
+def statistics_of(checkpoint):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name.endswith(('/moving_mean', '/moving_variance'))}
+
+
+def test_the_source_statistics_are_far_from_their_start(settled_source):
+  far = [name for name, value in statistics_of(settled_source).items()
+         if np.abs(value - (1.0 if name.endswith('variance') else 0.0)).max() > 0.05]
+  assert len(far) == 6   # conv1, conv2, fc3: a mean and a variance each
+
+
+def test_a_fine_tune_that_restored_its_statistics_is_not_warned_of(
+    tmp_path_factory, digits_dir, settled_source):
+  record, checkpoint = fine_tune(tmp_path_factory, digits_dir, settled_source)
+  start = statistics_of(settled_source)
+  assert all(np.allclose(value, start[name], atol=0.05)   # 3 updates at 0.999: restored
+             for name, value in statistics_of(checkpoint).items())
+  assert alerts.unsettled_batch_norm(record, 'lenet', checkpoint, 3) is None
+
+
+def test_statistics_excluded_from_the_restore_are_still_warned_of(
+    tmp_path_factory, digits_dir, settled_source):
+  record, checkpoint = fine_tune(tmp_path_factory, digits_dir, settled_source,
+                                 checkpoint_exclude_scopes=('LeNet/fc3/BatchNorm',))
+  line = alerts.unsettled_batch_norm(record, 'lenet', checkpoint, 3)
+  assert ('(mean 0, variance 1) 100 %% (2 of the 6 moving statistics, e.g. '
+          'LeNet/fc3/BatchNorm/moving_mean: the others were restored from '
+          '--checkpoint_path=%s); they need 4998' % settled_source) in line
+
+
+def test_with_ignore_missing_vars_only_what_the_source_holds_was_restored(
+    lenet, tmp_path, settled_source):
+  _, record, checkpoint = lenet
+  without_statistics = str(tmp_path / 'no_batch_norm.ckpt')
+  with tf.Graph().as_default():
+    tf.Variable(np.zeros([5, 5, 1, 32], np.float32), name='LeNet/conv1/weights')
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      tf.train.Saver().save(session, without_statistics)
+  statistics = sorted(statistics_of(checkpoint))
+  for source, restored in [(without_statistics, set()), (settled_source, set(statistics))]:
+    fine_tuned = with_values(record, checkpoint_path=source, ignore_missing_vars='true')
+    assert alerts.restored_statistics(fine_tuned, 'lenet', statistics) == restored
+  moved = with_values(record, checkpoint_path=str(tmp_path / 'moved'),
+                      ignore_missing_vars='true')   # unreadable here: the record decides
+  assert alerts.restored_statistics(moved, 'lenet', statistics) == set(statistics)

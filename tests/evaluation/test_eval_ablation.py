@@ -10,13 +10,15 @@ from datasets.inputs.input_settings import InputSettings
 from evaluation.config import EvalConfig
 from evaluation import run
 from tests import video_testdata
+from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 from tf_compat import tf
 from core.params import ConfigError
 
 
 def test_refused_for_image_datasets(digits_dir, tmp_path):
   config = EvalConfig(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
-                      checkpoint_path=str(tmp_path), repeat_first_frame=True)
+                      checkpoint_path=placeholder_checkpoint(tmp_path),
+                      repeat_first_frame=True)
   with pytest.raises(ConfigError, match='--repeat_first_frame=True applies to video'):
     list(run.evaluations(config))
 

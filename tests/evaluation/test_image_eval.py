@@ -30,6 +30,7 @@ from core import errors
 from core.params import ConfigError
 from training.train import train
 from tests.evaluation import tensorboard_events as tbe
+from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 from tests.sessions import assert_gpu_options
 from tests.training.run_spy import seed_graph, seed_inputs
 
@@ -451,16 +452,36 @@ def test_checkpoint_file_evaluates_its_prefix(digits_dir, two_clone_checkpoint, 
   assert result.num_examples == NUM_TEST
 
 
+@pytest.fixture
+def some_checkpoint(tmp_path):
+  """A checkpoint that exists (of no model): the config's other rules come after it."""
+  return placeholder_checkpoint(tmp_path)
+
+
 @pytest.mark.parametrize('flag', ['checkpoint_path', 'dataset_name', 'dataset_dir',
                                   'model_name'])
-def test_required_flags(digits_dir, flag):
-  config = dataclasses.replace(eval_config(digits_dir, '/nowhere'), **{flag: None})
+def test_required_flags(digits_dir, some_checkpoint, flag):
+  config = dataclasses.replace(eval_config(digits_dir, some_checkpoint), **{flag: None})
   with pytest.raises(ConfigError, match='--%s is required' % flag):
     evaluate(config)
 
 
-def test_bad_batch_size_and_model(digits_dir, tmp_path):
-  with pytest.raises(ConfigError, match='batch_size'):
-    evaluate(eval_config(digits_dir, str(tmp_path), batch_size=0))
+def test_a_mistyped_run_dir_is_the_first_error(tmp_path):
+  """Before the flags its record would have given (--model_name, --dataset_name)."""
+  (tmp_path / 'runs' / 'ucf101_rgb_s1').mkdir(parents=True)
+  typo = str(tmp_path / 'runs' / 'ucf101_rgb_s2')
+  with pytest.raises(ConfigError) as error:
+    evaluate(EvalConfig(checkpoint_path=typo))
+  assert str(error.value) == (
+      '--checkpoint_path=%s: no such checkpoint, file or directory (similar: %s); give a '
+      'training directory, a checkpoint prefix such as model.ckpt-1000, or one of its files'
+      % (typo, tmp_path / 'runs' / 'ucf101_rgb_s1'))
+  with pytest.raises(ConfigError, match='the directory holds no checkpoint'):
+    evaluate(EvalConfig(checkpoint_path=str(tmp_path / 'runs')))
+
+
+def test_bad_batch_size_and_model(digits_dir, some_checkpoint):
+  with pytest.raises(ConfigError, match='--batch_size=0'):
+    evaluate(eval_config(digits_dir, some_checkpoint, batch_size=0))
   with pytest.raises(ConfigError, match='model_name=nope'):
-    evaluate(eval_config(digits_dir, str(tmp_path), model_name='nope'))
+    evaluate(eval_config(digits_dir, some_checkpoint, model_name='nope'))

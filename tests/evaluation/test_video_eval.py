@@ -20,6 +20,7 @@ from evaluation.config import EvalConfig
 from evaluation.video_eval import VideoEvalResult
 from tests import video_testdata as vt
 from tests.evaluation import tensorboard_events as tbe
+from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 from tests.sessions import assert_gpu_options
 from tf_compat import tf
 from training.config import TrainConfig
@@ -331,7 +332,7 @@ def test_bad_flags(rgb_dir, rgb_model, overrides, message):
 
 def test_video_flags_are_refused_for_image_datasets(digits_dir, tmp_path):
   image = EvalConfig(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
-                     checkpoint_path=str(tmp_path), eval_clips=3)
+                     checkpoint_path=placeholder_checkpoint(tmp_path), eval_clips=3)
   with pytest.raises(ConfigError, match='--eval_clips=3 applies to video datasets'):
     evaluate(image)
   with pytest.raises(ConfigError, match='--use_moving_averages=true applies to video'):

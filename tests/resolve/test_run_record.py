@@ -137,3 +137,27 @@ def test_links_name_fields_of_the_entry():
   with pytest.raises(KeyError):
     run_record.fill_from_record(EvalConfig(), frozenset(), run_record.RunRecord('x', {}),
                                 (Link('clip_frames', 'no_such_field'),))
+
+
+def test_a_checkpoint_path_that_exists_in_any_form_passes(train_dir):
+  (train_dir / 'model.ckpt-7.index').write_text('')
+  for path in (train_dir, train_dir / 'model.ckpt-7', train_dir / 'model.ckpt-7.index',
+               'gs://bucket/run'):   # remote: TensorFlow's reader answers later
+    assert run_record.check_checkpoint_path(str(path)) is None
+
+
+def test_a_missing_checkpoint_path_names_what_is_alike_beside_it(train_dir, tmp_path):
+  (train_dir / 'model.ckpt-100.index').write_text('')
+  (train_dir / 'model.ckpt-100.data-00000-of-00001').write_text('')
+  cases = [
+      (tmp_path / 'trian', 'similar: %s' % train_dir),   # a mistyped run dir
+      (train_dir / 'model.ckpt-1000', 'similar: %s' % (train_dir / 'model.ckpt-100')),
+      (tmp_path / 'elsewhere' / 'deeper' / 'train', 'the nearest directory that exists '
+                                                    'is %s' % tmp_path)]
+  for path, nearby in cases:
+    with pytest.raises(ConfigError) as error:
+      run_record.check_checkpoint_path(str(path), 'flow_checkpoint_path')
+    assert str(error.value) == (
+        '--flow_checkpoint_path=%s: no such checkpoint, file or directory (%s); give a '
+        'training directory, a checkpoint prefix such as model.ckpt-1000, or one of its '
+        'files' % (path, nearby))

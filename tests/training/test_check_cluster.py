@@ -1,7 +1,9 @@
 """`python -m training.check_cluster` with the trainer's flags: a good 2-worker cluster on
 digits passes with an `ok:` line per check (exit 0); a taken port and more workers than
-shard files are each one `error:` line naming them (exit 2). And a real trainer task whose
-port is taken exits 2 with exactly one error line, before TensorFlow's server starts."""
+shard files are each one `error:` line naming them (exit 2); the trainer's own refusal of
+--replicas_to_aggregate above the workers is found before launch, for a cluster of host
+flags and for a Slurm job from its submitting host. And a real trainer task whose port is
+taken exits 2 with exactly one error line, before TensorFlow's server starts."""
 
 import os
 import subprocess
@@ -61,6 +63,29 @@ def test_a_taken_port_and_too_few_shards_are_each_one_error_line(digits_dir, tmp
   passed = result.stdout.splitlines()
   assert len(passed) == 2 and passed[0].startswith('ok: every host of the 1 ps + 5 workers')
   assert passed[1] == 'ok: --train_dir=%s takes files' % (tmp_path / 'train')
+
+
+REPLICAS_REFUSED = ('error: --replicas_to_aggregate=10 must be <= --worker_replicas=2 '
+                    '(workers whose gradients one synchronous step waits for)')
+
+
+@pytest.mark.slow
+def test_the_trainers_refusal_of_the_sync_recipe_on_2_workers_comes_before_launch(
+    digits_dir, tmp_path):
+  sync = ['--sync_replicas', '--replicas_to_aggregate=10']
+  result = run(check(digits_dir, tmp_path / 'train', free_ports(2)) + sync)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert error_lines(result.stderr) == [REPLICAS_REFUSED]
+  assert len(result.stdout.splitlines()) == 3   # hosts, ports, train_dir still pass
+  submit_host = [sys.executable, '-m', 'training.check_cluster'] + train_flags(
+      digits_dir, tmp_path / 'train') + sync + [
+          '--addressing=slurm', '--num_ps_tasks=2', '--slurm_ntasks=4', '--slurm_nodes=2']
+  result = run(submit_host)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert error_lines(result.stderr) == [REPLICAS_REFUSED]
+  assert result.stdout.splitlines()[0].startswith('ok: the Slurm job of --slurm_ntasks=4: '
+                                                  'its training step of 4 tasks (2 ps + 2 '
+                                                  'workers)')
 
 
 @pytest.mark.slow
