@@ -11,7 +11,8 @@ deployment.launch_local` starts a whole cluster on this host.
 Exit status (core/errors.py, the same table for every entry point): 0 done or stopped by
 SIGTERM, 2 bad flags, 3 damaged records (a shard that cannot be read, or more videos with
 frames that do not decode than --max_damaged_fraction allows; docs/monitoring.md),
-6 train_dir could not be written, 138 cluster failure (docs/cluster.md).
+6 train_dir could not be written, 7 the loss became NaN (the line names the step and the
+last finite checkpoint), 138 cluster failure (docs/cluster.md).
 """
 
 import os

@@ -19,7 +19,8 @@ the status of this table, so every entry maps them the same way.
 import sys
 
 __all__ = ['ConfigError', 'DataError', 'EXPECTED', 'OK', 'BUG', 'USAGE', 'DATA', 'INCOMPLETE',
-           'BELOW_TARGET', 'IO', 'CLUSTER', 'TABLE', 'require', 'print_error', 'report']
+           'BELOW_TARGET', 'IO', 'DIVERGED', 'CLUSTER', 'TABLE', 'TrainingDiverged', 'require',
+           'print_error', 'report']
 
 
 class ConfigError(ValueError):
@@ -31,6 +32,11 @@ class DataError(Exception):
   (status 3)."""
 
 
+class TrainingDiverged(Exception):
+  """Training's loss stopped being a number: the message names the step and the last
+  checkpoint whose weights are finite (status 7)."""
+
+
 def require(condition, message):
   """Raises ConfigError(message) unless `condition`: the one form of every config rule."""
   if not condition:
@@ -38,7 +44,7 @@ def require(condition, message):
 
 
 # What an entry's main catches and reports; anything else is a bug and keeps its traceback.
-EXPECTED = (ConfigError, DataError)
+EXPECTED = (ConfigError, DataError, TrainingDiverged)
 
 OK = 0
 BUG = 1
@@ -47,11 +53,13 @@ DATA = 3
 INCOMPLETE = 4
 BELOW_TARGET = 5
 IO = 6
+DIVERGED = 7
 CLUSTER = 138
 
 TABLE = {OK: 'done', BUG: 'an unexpected error (traceback)', USAGE: 'bad flags or configuration',
          DATA: 'damaged or unreadable data', INCOMPLETE: 'finished, some input left out',
          BELOW_TARGET: 'a requested check failed', IO: 'output could not be written',
+         DIVERGED: 'training diverged (the loss is not a number)',
          CLUSTER: 'the cluster failed around this task (retryable)'}
 
 
@@ -61,12 +69,15 @@ def print_error(message):
 
 
 def report(error):
-  """Prints `error` as one line; returns its status: USAGE, DATA, or IO for an OSError."""
+  """Prints `error` as one line; returns its status: USAGE, DATA, DIVERGED, or IO for an
+  OSError."""
   print_error(error)
   if isinstance(error, ConfigError):
     return USAGE
   if isinstance(error, DataError):
     return DATA
+  if isinstance(error, TrainingDiverged):
+    return DIVERGED
   if isinstance(error, OSError):
     return IO
   raise TypeError('%r has no exit status; let it raise' % (error,))

@@ -131,6 +131,10 @@ class TrainConfig:
       'in the log); training stops (exit status 3) once such videos are more than this '
       'fraction of the videos this worker reads per epoch. 0 stops at the first.')
   max_number_of_steps: Optional[int] = param(None, 'The maximum number of training steps.')
+  max_number_of_epochs: Optional[float] = param(
+      None, 'Stop after this many passes over the split instead, converted to steps with '
+      'the global batch (so a recipe moved to fewer workers or clones trains the same '
+      'epochs); the steps are logged at start. Give it or --max_number_of_steps.')
   use_batch_norm: Optional[bool] = param(
       None, 'For networks where batch norm is optional (lenet); unset = network default.')
   batch_norm_decay: Optional[float] = param(

@@ -38,7 +38,7 @@ from absl import logging
 
 from core.durations import duration
 from tf_compat import tf
-from training import summaries
+from training import divergence, summaries
 
 __all__ = ['ProgressStep']
 
@@ -138,6 +138,8 @@ class ProgressStep:
     self.local_steps += 1
     self._steps_since_log += 1
     self.last_loss, self.last_global_step = float(loss), int(step)
+    divergence.check_loss(self.last_global_step, self.last_loss,
+                          any(tag == 'loss_scale' for tag, _ in self._scalars))
     if self._log_every and step // self._log_every > self._last_logged_step // self._log_every:
       self._log(step, loss, train_step_kwargs.get('summary_writer'),
                 None if self._cluster is None else sess.run([self._table, global_step]))

@@ -110,6 +110,7 @@ def _compare_schedule(setup):
     return
   step = paths.global_step_of(tf.train.load_checkpoint(setup.resume_checkpoint),
                               setup.resume_checkpoint)
+  _compare_global_batch(recorded, setup, step, path)
   change = schedule_change(recorded, config, setup.dataset.num_samples, step)
   if change is None:
     return
@@ -122,6 +123,23 @@ def _compare_schedule(setup):
     logging.warning('Resuming at global step %d with another learning-rate schedule than '
                     'the run recorded in %s (%s): the rate at step %d was %.6g, it is now '
                     '%.6g', step, path, ', '.join(changes), step, before, after)
+
+
+def _global_batch_text(config):
+  return '%d (%s x %d clone(s)%s)' % (
+      optimization.global_batch_size(config), per_clone_batch(config), config.num_clones,
+      ' x %d replicas' % config.replicas_to_aggregate if config.sync_replicas else '')
+
+
+def _compare_global_batch(recorded, setup, step, path):
+  """One warning when a resumed run's global batch is not the recorded run's (another
+  --num_clones, --batch_size, --num_micro_batches or synchronous replica count)."""
+  if optimization.global_batch_size(recorded) == optimization.global_batch_size(setup.config):
+    return
+  logging.warning('Resuming at global step %d with another global batch than the run '
+                  'recorded in %s: %s before, %s now; each step from here takes the new '
+                  'batch, and a stop or schedule in epochs counts with it', step, path,
+                  _global_batch_text(recorded), _global_batch_text(setup.config))
 
 
 def per_clone_batch(config):

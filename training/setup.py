@@ -7,6 +7,7 @@ what would be accepted. The result, `TrainSetup`, carries what the checks looked
 
 import dataclasses
 import inspect
+import math
 import os
 
 from checkpoints import paths, restore
@@ -64,6 +65,22 @@ def _check_positive_ints(config):
     require(config.max_number_of_steps >= 1,
              '--max_number_of_steps=%d must be >= 1 (or unset to train until stopped)'
              % config.max_number_of_steps)
+
+
+def _resolve_epochs(config, num_samples):
+  """--max_number_of_epochs as steps of the global batch (rounded up), in the config the
+  graph code reads; a --max_number_of_steps beside it must be that count (a replayed
+  flags.cfg holds both), else one line says to give one."""
+  epochs = config.max_number_of_epochs
+  if epochs is None:
+    return config
+  require(epochs > 0, '--max_number_of_epochs=%r must be > 0' % epochs)
+  steps = max(1, math.ceil(epochs * num_samples / optimization.global_batch_size(config)))
+  require(config.max_number_of_steps in (None, steps), '--max_number_of_steps=%s and '
+          '--max_number_of_epochs=%g (%d steps of a global batch of %d) disagree; give one'
+          % (config.max_number_of_steps, epochs, steps,
+             optimization.global_batch_size(config)))
+  return dataclasses.replace(config, max_number_of_steps=steps)
 
 
 def _check_replicas(config):
@@ -128,9 +145,9 @@ def _check_learning_rate(config):
              '--end_learning_rate=%r must be in [0, --learning_rate=%r]'
              % (config.end_learning_rate, config.learning_rate))
   if kind == 'cosine':
-    require(config.max_number_of_steps is not None,
-             '--learning_rate_decay_type=cosine needs --max_number_of_steps (the schedule '
-             'ends there)')
+    require(config.max_number_of_steps is not None or config.max_number_of_epochs,
+             '--learning_rate_decay_type=cosine needs --max_number_of_steps or '
+             '--max_number_of_epochs (the schedule ends there)')
   if kind == 'piecewise':
     _check_piecewise(config.learning_rate_boundaries, config.learning_rate_values)
 
@@ -339,6 +356,7 @@ def check_train_config(config):
   names.dataset_entry(config.dataset_name)
   dataset = names.dataset_split(config.dataset_name, config.dataset_split_name,
                                 config.dataset_dir)
+  config = _resolve_epochs(config, dataset.num_samples)
   kind = names.check_network_takes(spec, config.model_name, config.dataset_name, dataset)
   _check_freeze_batch_norm(config, spec)
   _check_precise_bn(config, spec)

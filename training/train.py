@@ -29,8 +29,8 @@ from checkpoints import paths, restore
 from core.errors import DataError
 from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
-from training import (cluster_agreement, optimization, precise_bn, repeatability,
-                      run_record, summaries, summary_gate)
+from training import (cluster_agreement, divergence, optimization, precise_bn,
+                      repeatability, run_record, summaries, summary_gate)
 from training.cadence import Cadence
 from training.example_ids import ExampleIds
 from training.input_position import INPUT_POSITION, InputPosition
@@ -331,6 +331,10 @@ def _log_startup(setup):
                      % (config.loss_scale, config.loss_scale_growth_steps)
                      if uses_loss_scale(config.mixed_precision) else ''),
                  'on' if config.xla else 'off')
+  if config.max_number_of_epochs is not None:
+    logging.info('Stop: --max_number_of_epochs=%g is %d steps of the global batch of %d '
+                 '(%d examples)', config.max_number_of_epochs, config.max_number_of_steps,
+                 setup.global_batch, setup.dataset.num_samples)
   logging.info('%s', repeatability.describe(config, setup.input_settings.service))
   if setup.resume_checkpoint:
     logging.info('Resuming from %s', setup.resume_checkpoint)
@@ -466,7 +470,8 @@ def train(config, stop_event=None, absent_tasks=None):
                            summary_cadence=Cadence(setup.save_summaries_steps,
                                                    config.save_summaries_secs),
                            data_workers=graph.data_workers)
-    finished = _run_loop(setup, graph, step_fn, stop_event, absent_tasks)
+    with divergence.naming_divergence(config.train_dir if config.is_chief else None):
+      finished = _run_loop(setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:
     raise _too_many_damaged(setup, graph.skips)

@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_statuses_are_distinct_and_data_errors_are_neither_a_bug_nor_usage():
   statuses = [errors.OK, errors.BUG, errors.USAGE, errors.DATA, errors.INCOMPLETE,
-              errors.BELOW_TARGET, errors.IO, errors.CLUSTER]
+              errors.BELOW_TARGET, errors.IO, errors.DIVERGED, errors.CLUSTER]
   assert len(set(statuses)) == len(statuses) == len(errors.TABLE)
   assert (errors.OK, errors.BUG, errors.USAGE, errors.CLUSTER) == (0, 1, 2, 138)
   assert errors.DATA not in (errors.BUG, errors.USAGE)
@@ -26,6 +26,7 @@ def test_statuses_are_distinct_and_data_errors_are_neither_a_bug_nor_usage():
 @pytest.mark.parametrize('error, status', [
     (errors.ConfigError('--x=1 must be >= 2'), errors.USAGE),
     (errors.DataError('a.tfrecord is damaged'), errors.DATA),
+    (errors.TrainingDiverged('training diverged: ...'), errors.DIVERGED),
     (OSError(errno.ENOSPC, 'No space left on device'), errors.IO)])
 def test_report_prints_one_line_and_returns_the_status(capsys, error, status):
   assert errors.report(error) == status

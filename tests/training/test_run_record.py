@@ -106,3 +106,17 @@ def test_a_record_of_another_version_is_not_compared_and_says_so(tmp_path, caplo
   messages = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
   assert len(messages) == 1 and 'a_flag_long_gone' in messages[0], messages
   assert 'not compared' in messages[0]
+
+
+def test_resuming_with_another_global_batch_is_one_warning_naming_before_and_after(
+    tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  _start(tmp_path, None, batch_size=32, num_clones=2, clone_on_cpu=True)
+  prefix = _save_step(tmp_path, 40)
+  _start(tmp_path, prefix, batch_size=32, num_clones=1)
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == 'WARNING']
+  assert warnings == [
+      'Resuming at global step 40 with another global batch than the run recorded in %s: '
+      '64 (32 per clone x 2 clone(s)) before, 32 (32 per clone x 1 clone(s)) now; each step '
+      'from here takes the new batch, and a stop or schedule in epochs counts with it'
+      % (tmp_path / 'flags.cfg')]

@@ -392,3 +392,23 @@ def test_a_data_service_run_shares_one_job_and_leaves_the_sharding_to_the_servic
   assert settings.service.sharding == 'dynamic'
   assert settings.service.job_name == 'train ' + os.path.abspath(valid.train_dir)
   assert check_train_config(valid).input_settings.service is None
+
+
+def test_a_stop_in_epochs_is_steps_of_the_global_batch(valid):
+  # 1437 train digits; a global batch of 32 x 2 clones = 64: 3 epochs = ceil(67.4) steps.
+  setup = check_train_config(dataclasses.replace(valid, max_number_of_epochs=3.0,
+                                                 num_clones=2, clone_on_cpu=True))
+  assert setup.config.max_number_of_steps == 68
+  # Half the clones, the same epochs: twice the steps.
+  setup = check_train_config(dataclasses.replace(valid, max_number_of_epochs=3.0))
+  assert setup.config.max_number_of_steps == 135
+  # A replayed flags.cfg holds both, in agreement; disagreeing they are one line.
+  check_train_config(dataclasses.replace(valid, max_number_of_epochs=3.0,
+                                         max_number_of_steps=135))
+  with pytest.raises(ConfigError, match=r'^--max_number_of_steps=100 and '
+                     r'--max_number_of_epochs=3 \(135 steps of a global batch of 32\) '
+                     r'disagree; give one$'):
+    check_train_config(dataclasses.replace(valid, max_number_of_epochs=3.0,
+                                           max_number_of_steps=100))
+  with pytest.raises(ConfigError, match=r'--max_number_of_epochs=0.0 must be > 0'):
+    check_train_config(dataclasses.replace(valid, max_number_of_epochs=0.0))
