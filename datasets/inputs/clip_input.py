@@ -55,8 +55,8 @@ frame and tells `skips` (a SkipCounter: it logs the video and its shard once and
 None: one without a limit). Evaluation fails with an error naming the video and its
 shard, or with `report_damaged` appends a damage string [batch] to each element: '' or
 which frames of the video did not decode (they are zeros in its clips). Training for the
-tf.data service (`service`, the trainer's ServiceSettings) runs no Python: each element
-ends with the reports of the clips dropped before it (damaged_frames.carry_damaged).
+tf.data service (`service`, the trainer's ServiceSettings) runs no Python: every clip is
+kept with its mark, and the trainer drops the damaged ones (damaged_frames.mark_damaged).
 """
 
 from datasets.formats import checked_decode, video_records
@@ -135,7 +135,7 @@ def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
   if not is_training:
     return dataset
   if service is not None:
-    return damaged_frames.carry_damaged(dataset)
+    return damaged_frames.mark_damaged(dataset)
   return damaged_frames.skip_damaged(dataset, skips or damaged_frames.SkipCounter())
 
 

@@ -13,11 +13,11 @@ call that still holds the video's id and shard file.
                                  verifier shares) decode past the frames that fail
   skip_damaged(dataset, skips)   training: drops the clips whose frames did not all
                                  decode, each reported to `skips` (a SkipCounter)
-  carry_damaged(dataset)         the same for a pipeline the tf.data service runs (no
-                                 Python in it): each kept clip carries, as a string, the
-                                 reports of the clips dropped before it; after the
-                                 batches reach the trainer, record_carried(dataset, skips)
-                                 tells `skips` and removes them
+  mark_damaged(dataset)          the same for a pipeline the tf.data service runs (no
+                                 Python in it): every clip is kept with its mark (a
+                                 report line or '', and whether it decoded); when the
+                                 batches reach the trainer, drop_marked(skips) tells
+                                 `skips` and removes the damaged clips
   damage_reason(...)             evaluation: '' for a clip that decoded, else one line
                                  saying which frames did not, and in which shard
 
@@ -36,7 +36,7 @@ from absl import logging
 from datasets.inputs.record_files import as_written
 from tf_compat import tf
 
-__all__ = ['skip_damaged', 'carry_damaged', 'record_carried', 'damage_reason',
+__all__ = ['skip_damaged', 'mark_damaged', 'drop_marked', 'damage_reason',
            'SkipCounter', 'EXTRA_ITEMS']
 
 # Items a training map function appends to its element for skip_damaged:
@@ -75,47 +75,47 @@ def _report_line(video_id, file_name, undecoded, num_frames):
                          separator='\t') + '\n'
 
 
-def carry_damaged(dataset):
-  """skip_damaged for a pipeline the tf.data service runs: drops each element whose frames
-  did not all decode, and carries their reports on in the next element kept.
+def mark_damaged(dataset):
+  """skip_damaged for a pipeline the tf.data service runs (no Python there): keeps every
+  element and marks it, so the trainer drops the damaged ones and reports them.
 
-  A data worker runs only TensorFlow ops and its log is not the trainer's, so a dropped
-  clip cannot call a SkipCounter there: a `scan` keeps the report lines of the clips
-  dropped since the last element kept, and that element takes them along.
+  A mark travels with its own clip, so no report is lost at the end of a data worker's
+  share of an epoch (an earlier form carried the reports on the next clip kept, and a
+  damaged last clip had none).
 
   Args:
     dataset: elements (..., video_id, shard file, undecoded int32 [n], num_frames), as for
       skip_damaged.
 
   Returns:
-    The dataset of the elements that decoded, each (..., reports string []): '' or one
-    line per clip dropped just before it (record_carried reads them on the trainer).
+    The dataset of every element, each (..., report string [], decoded bool []): report ''
+    or the clip's line (SkipCounter.record_carried reads it); batched by the workers.
   """
 
-  def step(pending, element):
+  def mark(*element):
     video_id, file_name, undecoded, num_frames = element[-EXTRA_ITEMS:]
     damaged = tf.size(undecoded) > 0
-    line = _report_line(video_id, file_name, undecoded, num_frames)
-    carried = tf.where(damaged, tf.constant(''), pending)
-    pending = tf.where(damaged, tf.strings.join([pending, line]), tf.constant(''))
-    return pending, element[:-EXTRA_ITEMS] + (carried, damaged)
+    report = tf.where(damaged, _report_line(video_id, file_name, undecoded, num_frames), '')
+    return element[:-EXTRA_ITEMS] + (report, tf.logical_not(damaged))
 
-  kept = dataset.scan(tf.constant(''), as_written(step)).filter(
-      as_written(lambda *element: tf.logical_not(element[-1])))
-  return kept.map(as_written(lambda *element: element[:-1]))
+  return dataset.map(as_written(mark))
 
 
-def record_carried(dataset, skips):
-  """On the trainer: batches (..., reports string [batch]) of carry_damaged -> the same
-  without the reports, each reported clip told to `skips` (a SkipCounter) as the batch is
-  drawn."""
+def drop_marked(skips):
+  """On the trainer: fn(batches (..., reports string [b], decoded bool [b]) of
+  mark_damaged) -> the same batches without the damaged clips and the two marks, each
+  damaged clip told to `skips` (a SkipCounter) as its batch is drawn. A batch with no
+  damaged clip is passed on without a copy."""
 
-  def told(*element):
-    record = tf.numpy_function(skips.record_carried, [element[-1]], tf.int64, stateful=True)
+  def told(*batch):
+    *items, reports, decoded = batch
+    record = tf.numpy_function(skips.record_carried, [reports], tf.int64, stateful=True)
     with tf.control_dependencies([record]):
-      return tuple(tf.identity(item) for item in element[:-1])
+      return tf.cond(tf.reduce_all(decoded),
+                     lambda: tuple(tf.identity(item) for item in items),
+                     lambda: tuple(tf.boolean_mask(item, decoded) for item in items))
 
-  return dataset.map(as_written(told))
+  return lambda dataset: dataset.map(as_written(told))
 
 
 def damage_reason(undecoded, num_frames, file_name):
@@ -170,7 +170,7 @@ class SkipCounter:
     return False
 
   def record_carried(self, reports):
-    """Records every clip in `reports` (bytes [batch] of carry_damaged's lines, most ''):
+    """Records every clip in `reports` (bytes [batch] of mark_damaged's lines, most ''):
     -> int64, the clips recorded."""
     count = 0
     for report in reports:

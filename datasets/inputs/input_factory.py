@@ -63,10 +63,10 @@ class ImageInput:
     return None
 
   def dataset(self, split, settings, skips=None):  # pylint: disable=unused-argument
-    dataset = image_input.build_image_dataset(split, settings, is_training=True)
+    build = lambda built: image_input.build_image_dataset(split, built, is_training=True)
     if settings.service is None:
-      return dataset
-    return service_client.distribute(dataset, settings.service)
+      return build(settings)
+    return service_client.distribute_epochs(build, settings)
 
   def eval_dataset(self, split, settings):
     """(images, labels, 'record N of <shard>', damage) batches, each image once."""
@@ -99,13 +99,13 @@ class ClipInput:
 
   def dataset(self, split, settings, skips=None):
     # The clone finishes the clips (`finish`): the input CPU only decodes.
-    dataset = clip_input.build_clip_dataset(
-        split, dataclasses.replace(settings, deferred=True), is_training=True, skips=skips)
+    build = lambda built: clip_input.build_clip_dataset(
+        split, dataclasses.replace(built, deferred=True), is_training=True, skips=skips)
     if settings.service is None:
-      return dataset
-    # The data workers carry the damaged clips' reports; the trainer's counter hears them.
-    return damaged_frames.record_carried(service_client.distribute(dataset, settings.service),
-                                         skips or damaged_frames.SkipCounter())
+      return build(settings)
+    # The data workers mark the damaged clips; the trainer drops them, its counter told.
+    return service_client.distribute_epochs(build, settings, received=damaged_frames.drop_marked(
+        skips or damaged_frames.SkipCounter()))
 
   def eval_dataset(self, split, settings):
     """(clips [batch, N, ...] or [batch, K, T, ...], labels, video ids, damage) batches,

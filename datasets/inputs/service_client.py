@@ -1,20 +1,19 @@
 """A trainer's side of the tf.data service: its input pipeline served by data workers.
 
-    service = ServiceSettings(address='host:5050', sharding='dynamic', job_name='digits-train')
-    dataset = distribute(pipeline, service)   # elements now come from the data workers
+    settings = InputSettings(batch_size=32, ..., service=ServiceSettings('host:5050'))
+    dataset = distribute_epochs(lambda s: build_image_dataset(split, s, is_training=True),
+                                settings)         # batches now come from the data workers
 
-`distribute` sends the pipeline's graph to the dispatcher; every data worker runs it and
-the trainer reads their elements. Sharding (SHARDINGS):
-  dynamic  the dispatcher hands the pipeline's source (the shard files, then the videos or
-           images in them) out piece by piece to whichever data worker asks, so over an
-           epoch every video is read once across all data workers and all trainers sharing
-           the job (at most once when a data worker dies with pieces in hand);
-  files    each data worker reads its own shard files (`shard_hint` marks the file list:
-           worker i of N reads every N-th file); needs the dispatcher's fixed
-           --worker_addresses, and a data worker that dies takes its files with it.
-`DataWorkers` asks the dispatcher which data workers it has (its GetWorkers RPC) and each
-of them whether it answers, so the trainer's log says when one leaves and its time-out
-line when none is left.
+`distribute_epochs` sends one epoch of the pipeline (no repeat, every example batched) to
+the dispatcher and reads each epoch as a job of its own ('<job_name> epoch <k>'): the next
+epoch starts when every data worker has served its share of this one, so each example
+comes once per epoch, whatever the number of data workers; the trainer cuts the batches to
+batch_size. Sharding (SHARDINGS): `dynamic`, the dispatcher hands out the shard files (then
+their examples) to whichever data worker asks; `files`, worker i of N reads every N-th file
+(`shard_hint`; the dispatcher needs its fixed --worker_addresses). The end of an epoch
+waits for every data worker the dispatcher ever had: one that dies holds it until it is
+back at its address. `DataWorkers` asks the dispatcher which data workers it has and each
+whether it answers, for the trainer's log and its time-out line. docs/data_service.md.
 """
 
 import contextlib
@@ -27,19 +26,27 @@ import grpc
 
 from core.errors import ConfigError
 from tf_compat import tf
+# After tf_compat, which sets TensorFlow up before it is imported. The private reader takes
+# a job name that is a tensor (the public one only a string) and how often to ask the
+# dispatcher for tasks; op determinism has no public question.
+from tensorflow.python.data.experimental.ops import data_service_ops  # pylint: disable=g-direct-tensorflow-import,wrong-import-order
+from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import,wrong-import-order
 
-__all__ = ['SHARDINGS', 'ServiceSettings', 'distribute', 'shard_hint', 'DataWorkers',
-           'naming_service_errors']
+__all__ = ['SHARDINGS', 'ServiceSettings', 'distribute_epochs', 'shard_hint',
+           'DataWorkers', 'naming_service_errors']
 
 SHARDINGS = ('dynamic', 'files')
 _GET_WORKERS = '/tensorflow.data.DispatcherService/GetWorkers'
+# How often a reader asks the dispatcher for the tasks of its epoch's job: every epoch
+# starts with one such wait (TensorFlow's default, 1 s, paused each epoch a second).
+_TASK_REFRESH_MS = 200
 
 
 @dataclasses.dataclass(frozen=True)
 class ServiceSettings:
   """Where a trainer's input comes from: the dispatcher's host:port, one of SHARDINGS, and
-  the job's name (trainers naming the same job share its stream: with dynamic sharding
-  they share each epoch); `max_outstanding_requests`, the batches this reader may have
+  the job's name (each epoch is the job '<job_name> epoch <k>': trainers naming the same
+  job share each epoch); `max_outstanding_requests`, the batches this reader may have
   asked for and not yet taken (None: TensorFlow's, which grows while the reader waits;
   the doctor bounds it so that an idle reader stops taking a data worker's time)."""
   address: str
@@ -53,12 +60,76 @@ def _policy(sharding):
   return {'dynamic': policies.DYNAMIC, 'files': policies.HINT}[sharding]
 
 
-def distribute(dataset, service):
-  """`dataset` (every op a TensorFlow op) run by the data workers of `service`, a
-  ServiceSettings; the elements are the same, their order is the workers'."""
-  return dataset.apply(tf.data.experimental.service.distribute(
-      processing_mode=_policy(service.sharding), service='grpc://' + service.address,
-      job_name=service.job_name, max_outstanding_requests=service.max_outstanding_requests))
+def distribute_epochs(build, settings, received=None):
+  """The batches of `build`'s pipeline made by the data workers of `settings.service`, each
+  epoch a job of the dispatcher's ('<job_name> epoch <k>').
+
+  Every data worker runs its share of one epoch and ends; epoch k + 1 starts when all of
+  epoch k is read, across every trainer sharing the job. So each example comes once per
+  epoch (at most once when a data worker dies with some in hand), epoch after epoch. A
+  trainer that starts late, or again, skips the epochs already over and joins the current
+  one.
+
+  Args:
+    build: InputSettings -> a dataset of batches (every op a TensorFlow op), called once
+      with one epoch's settings (`_one_epoch`).
+    settings: the InputSettings of the batches wanted: service (a ServiceSettings),
+      batch_size, num_epochs (None: forever), drop_remainder, prefetch_batches.
+    received: None, or a function of the dataset of batches as the data workers send
+      them (the last of each data worker's share of an epoch is short) that returns
+      another, applied before they are cut to batch_size: where examples the data workers
+      marked can be dropped.
+
+  Returns:
+    Batches of settings.batch_size (static when drop_remainder), the first epoch's
+    examples, then the second's, and so on; the order within an epoch is the workers'. A
+    batch may hold the end of one epoch and the start of the next, as a local pipeline's
+    `repeat` before `batch` makes.
+  """
+  one_epoch = _one_epoch(build, settings)
+  service = settings.service
+  target = 'grpc://' + service.address
+  dataset_id = tf.data.experimental.service.register_dataset(target, one_epoch)
+
+  def epoch(index):
+    name = tf.strings.join([service.job_name, ' epoch ', tf.strings.as_string(index)])
+    return data_service_ops._from_dataset_id(  # pylint: disable=protected-access
+        _policy(service.sharding), target, dataset_id, one_epoch.element_spec,
+        job_name=name, max_outstanding_requests=service.max_outstanding_requests,
+        task_refresh_interval_hint_ms=_TASK_REFRESH_MS)
+
+  # A job per epoch, named by its number. `repeat` after one job makes an iteration per
+  # epoch too, but a reader started again was served the epochs already over anew (a
+  # second process read 4 whole epochs from a job whose first 2 were over); here they are
+  # empty, and flat_map goes on to the next.
+  epochs = (tf.data.Dataset.counter() if settings.num_epochs is None
+            else tf.data.Dataset.range(settings.num_epochs))
+  batches = epochs.flat_map(epoch)
+  if received is not None:
+    batches = received(batches)
+  # Cutting copies only the batches that straddle two received ones; the prefetch keeps
+  # that copy out of the training step.
+  batches = batches.rebatch(settings.batch_size, drop_remainder=settings.drop_remainder)
+  return batches.prefetch(settings.prefetch_batches).with_options(one_epoch.options())
+
+
+def _one_epoch(build, settings):
+  """`build`'s pipeline of one epoch, every example batched: what the data workers run.
+
+  A data worker starts it afresh every epoch, so a seed would make each epoch repeat the
+  one before (order, crops, flips) and it is built unseeded, the graph's seed included:
+  the service's order is not repeatable anyway. Under op determinism (--deterministic),
+  which refuses unseeded random ops, it keeps its seeds.
+  """
+  one_epoch = dataclasses.replace(settings, num_epochs=1, drop_remainder=False)
+  if tf_config.is_op_determinism_enabled():
+    return build(one_epoch)
+  graph = tf.get_default_graph()
+  graph_seed, graph.seed = graph.seed, None
+  try:
+    return build(dataclasses.replace(one_epoch, seed=None))
+  finally:
+    graph.seed = graph_seed
 
 
 def shard_hint(files, service):
@@ -134,6 +205,12 @@ class DataWorkers:
   def list(self):
     """Sorted addresses of the registered data workers that answer; None when the
     dispatcher does not answer within the timeout."""
+    listed = self._listed()
+    return None if listed is None else [worker for worker in listed if self._answers(worker)]
+
+  def _listed(self):
+    """Sorted addresses of every data worker the dispatcher lists (those gone too), or
+    None."""
     with grpc.insecure_channel(self.address) as channel:
       call = channel.unary_unary(_GET_WORKERS, request_serializer=lambda _: b'',
                                  response_deserializer=lambda data: data)
@@ -141,9 +218,8 @@ class DataWorkers:
         response = call(None, timeout=self._timeout)
       except grpc.RpcError:
         return None
-    listed = sorted(info.decode('utf-8', 'replace') for worker in
-                    _length_delimited(response, 1) for info in _length_delimited(worker, 1))
-    return [worker for worker in listed if self._answers(worker)]
+    return sorted(info.decode('utf-8', 'replace') for worker in
+                  _length_delimited(response, 1) for info in _length_delimited(worker, 1))
 
   def _answers(self, worker):
     # The dispatcher keeps listing a worker that died (it only stops giving it work), so
@@ -178,7 +254,8 @@ class DataWorkers:
     if gone:
       lines.append('tf.data service: data worker%s %s gone; %s' % (
           's' if len(gone) > 1 else '', ', '.join(gone),
-          'training goes on with %d (%s)' % (len(workers), ', '.join(workers)) if workers
+          'training goes on with %d (%s) until the end of this epoch, which waits for %s '
+          'to come back' % (len(workers), ', '.join(workers), ', '.join(gone)) if workers
           else 'none is left: training waits for one until --step_timeout_secs'))
     joined = sorted(set(workers) - set(known))
     if joined:
@@ -187,12 +264,21 @@ class DataWorkers:
     return lines
 
   def describe(self):
-    """'; the tf.data service at H:P has no data worker ...' for a time-out line, or ''."""
-    workers = self.list()
-    if workers is None:
+    """'; the tf.data service at H:P has no data worker ...' for a time-out line, or ''.
+    Among the data workers, one the dispatcher lists that does not answer is named: every
+    epoch's end waits for it."""
+    listed = self._listed()
+    if listed is None:
       return '; the tf.data service\'s dispatcher at %s does not answer' % self.address
+    workers = [worker for worker in listed if self._answers(worker)]
     if not workers:
       return ('; the tf.data service at %s has no data worker left (start one: python -m '
               'datasets.data_service --role=worker --dispatcher_address=%s)'
               % (self.address, self.address))
+    gone = sorted(set(listed) - set(workers))
+    if gone:
+      return ('; the end of the epoch waits for data worker %s, which the dispatcher at %s '
+              'lists and which does not answer (every epoch gives each data worker the '
+              'dispatcher ever had a share: start it again at that address)'
+              % (', '.join(gone), self.address))
     return ''

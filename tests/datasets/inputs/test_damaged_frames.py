@@ -119,20 +119,22 @@ def _stream(rows):
       tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32)))
 
 
-def test_carried_reports_reach_the_counter_as_the_batches_are_drawn(caplog):
-  """The tf.data service's form: the dropped clips' reports ride in the next kept element
-  and are told to the counter on the trainer, with the same counts skip_damaged gives."""
+def test_marked_clips_reach_the_counter_as_the_batches_are_drawn(caplog):
+  """The tf.data service's form: every clip travels with its mark, and the trainer drops
+  the damaged ones and tells the counter, with the same counts skip_damaged gives; a
+  damaged clip last of the stream is reported too."""
   rows = [(0, 'v_ok', []), (1, 'v_a', [2]), (2, 'v_a', [2]), (3, 'v_ok', []),
-          (4, 'v_b', [0, 5]), (5, 'v_ok', []), (6, 'v_ok', [])]
+          (4, 'v_b', [0, 5]), (5, 'v_ok', []), (6, 'v_ok', []), (7, 'v_c', [1])]
   caplog.set_level(logging.WARNING)
   carried, direct = damaged_frames.SkipCounter(), damaged_frames.SkipCounter()
   with tf.Graph().as_default():
-    batches = _elements(damaged_frames.record_carried(
-        damaged_frames.carry_damaged(_stream(rows)).batch(2), carried))
+    batches = _elements(damaged_frames.drop_marked(carried)(
+        damaged_frames.mark_damaged(_stream(rows)).batch(2)))
     kept = _elements(damaged_frames.skip_damaged(_stream(rows), direct))
-  assert [list(x) for (x,) in batches] == [[0, 3], [5, 6]]
+  assert [list(x) for (x,) in batches] == [[0], [3], [5], [6]]
   assert [x for (x,) in kept] == [0, 3, 5, 6]
-  assert (carried.skipped_clips, carried.damaged()) == (3, {
-      'v_a': ('/d/train-0', [2], 9), 'v_b': ('/d/train-0', [0, 5], 9)})
+  assert (carried.skipped_clips, carried.damaged()) == (4, {
+      'v_a': ('/d/train-0', [2], 9), 'v_b': ('/d/train-0', [0, 5], 9),
+      'v_c': ('/d/train-0', [1], 9)})
   assert carried.damaged() == direct.damaged()
   assert carried.skipped_clips == direct.skipped_clips
