@@ -77,9 +77,10 @@ def check_settings(settings):
   return settings
 
 
-def component(settings, num_clones):
+def component(settings, num_clones, seed=None):
   """A train op for `num_clones` CPU clones as the doctor's `measure.Component`: one step
-  is settings.global_batch examples, split over the clones."""
+  is settings.global_batch examples, split over the clones; `seed`: the graph's (op
+  determinism wants every random op seeded)."""
   config = model_deploy.DeploymentConfig(num_clones=num_clones, clone_on_cpu=True)
   spec = nets_factory.get_network_spec(settings.model_name)
   size = spec.default_image_size
@@ -89,6 +90,7 @@ def component(settings, num_clones):
   labels = rng.randint(0, settings.num_classes, per_clone).astype(np.int64)
   graph = tf.Graph()
   with graph.as_default():
+    tf.set_random_seed(seed)
     with tf.device(config.inputs_device()):
       dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(2)
       iterator = tf.data.make_one_shot_iterator(dataset)

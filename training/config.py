@@ -96,6 +96,11 @@ class TrainConfig:
       False, 'With --random_seed: TensorFlow\'s op determinism (every kernel sums in one '
       'order), so two runs end bitwise equal; an op without a deterministic kernel ends '
       'the run with one line naming it.')
+  save_input_position: bool = param(
+      True, 'The chief\'s checkpoints hold the training input\'s position, so a resume '
+      'continues with the next batch. It holds the batches the pipeline has prefetched: '
+      'about 230 MB for 8 clips of 64x224x224 (docs/benchmarks.md); --nosave_input_position '
+      'keeps checkpoints small, and a resume then starts a new pass.')
   log_example_ids: bool = param(
       False, 'The chief writes which examples each step trained to example_ids.tsv in '
       '--train_dir (global step, clone, micro-batch, example id: record N of a shard, or '

@@ -98,7 +98,10 @@ def describe(config, service):
   line = 'Repeatable: --random_seed=%d, %s' % (config.random_seed, how)
   if service is not None:
     line += ('; the tf.data service\'s data workers hand out batches in the order they '
-             'finish them, so the order of examples is not repeated')
+             'finish them, so the order of examples is not repeated, and a resume joins '
+             'the dispatcher\'s current epoch (no checkpoint holds the workers\' position)')
+  elif not config.save_input_position:
+    line += '; --nosave_input_position: a resume starts a new pass over the data'
   return line
 
 

@@ -76,7 +76,8 @@ def _input_iterator(setup, skips):
   with tf.device(setup.deploy_config.inputs_device()):
     dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
     iterator = tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
-    if setup.config.is_chief and setup.input_settings.service is None:
+    if (setup.config.is_chief and setup.config.save_input_position
+        and setup.input_settings.service is None):
       tf.add_to_collection(INPUT_POSITION, InputPosition(iterator, setup.input_settings,
                                                          setup.dataset))
     return iterator
