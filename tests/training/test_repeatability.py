@@ -158,3 +158,13 @@ def test_deterministic_needs_a_seed_in_one_line(digits_dir, tmp_path):
     check_train_config(_digits(digits_dir, tmp_path, random_seed=None))
   with pytest.raises(ConfigError, match=r'--random_seed=-1 must be in \[0, 2\*\*31\)'):
     check_train_config(_digits(digits_dir, tmp_path, random_seed=-1))
+
+
+def test_nosave_input_position_keeps_the_checkpoint_to_its_variables(digits_dir, tmp_path,
+                                                                     caplog):
+  caplog.set_level('INFO')
+  _train(_digits(digits_dir, tmp_path / 'run', max_number_of_steps=2,
+                 save_input_position=False))
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / 'run')))
+  assert not [n for n in reader.get_variable_to_shape_map() if n.startswith('input_position')]
+  assert '--nosave_input_position: a resume starts a new pass over the data' in caplog.text
