@@ -2,6 +2,7 @@
 beside a real training job (train_image_classifier.py on the synthetic videos), and
 evaluation from a run's own record (tests/trained_runs.py: the real trainer's flags.cfg)."""
 
+import functools
 import concurrent.futures
 import glob
 import json
@@ -18,6 +19,7 @@ import pytest
 from checkpoints import end_marker, paths
 from tests import trained_runs
 from tests import video_testdata as vt
+from tests import leftovers
 from core import errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +42,8 @@ def env(as_users=True):
 def start(script, args, log_path):
   log = open(log_path, 'w')  # pylint: disable=consider-using-with
   return subprocess.Popen([sys.executable, script] + args, cwd=ROOT, env=env(False),
-                          stdout=subprocess.PIPE, stderr=log, text=True), log
+                          stdout=subprocess.PIPE, stderr=log, text=True,
+                          preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid())), log
 
 
 def run(script, args, as_users=True):

@@ -36,6 +36,7 @@ The claim checked: all parameters after 5 steps differ from the reference by at 
 alone.
 """
 
+import functools
 import glob
 import io
 import os
@@ -58,6 +59,7 @@ from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
+from tests import leftovers
 from tf_compat import tf
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE, train
@@ -278,7 +280,8 @@ def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, 
   log_dir = tmp_path / 'logs'
   process = subprocess.Popen(launcher_argv(1, 2, flags, '--task_log_dir=%s' % log_dir),
                              cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+                             stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   try:
     chief_log = log_dir / 'worker-0.log'
     wait_for(lambda: chief_log.exists() and max(steps(chief_log.read_text()) or [0]) >= 10,

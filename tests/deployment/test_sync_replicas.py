@@ -10,6 +10,7 @@ counts its steps, and those whose gradient was dropped, in deployment.worker_sta
 counts are checked against the trace (steps = gradients taken + stale, per worker).
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from deployment import sync_replicas, worker_stats
 from deployment.loss_scale import (DynamicLossScale, LossScaleOptimizer,
                                    SkipNonFiniteUpdates)
 from tests.cluster_tasks import ROOT
+from tests import leftovers
 from tf_compat import tf
 
 TARGETS = np.array([[1.0, 0.0], [0.0, 3.0], [2.0, 2.0]], np.float32)
@@ -103,7 +105,8 @@ def cluster():
   hosts = ['localhost:%d' % portpicker.pick_unused_port() for _ in range(4)]
   servers = subprocess.Popen([sys.executable, '-c', SERVERS] + hosts, cwd=ROOT,
                              env=dict(os.environ, PYTHONPATH=ROOT), text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   try:
     assert servers.stdout.readline().strip() == 'ready'
     yield type('Cluster', (), {'workers': ['grpc://' + h for h in hosts[1:]]})

@@ -4,6 +4,7 @@ Every test starts its tasks with deployment.cluster.local_cluster.LocalCluster (
 and kills them all on the way out. A kill is SIGKILL: the task gets no chance to clean up.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from tf_compat import tf
 from tests.cluster_tasks import (ROOT, TRAIN_SCRIPT, assert_clean_log, checkpoint_steps,
                                  error_lines, last_start, log_text, ready_steps, steps,
                                  train_flags, trainer, wait_for, wait_for_step, WAIT_SECS)
+from tests import leftovers
 
 pytestmark = pytest.mark.cluster
 
@@ -150,7 +152,8 @@ def test_a_chief_lost_inside_a_synchronous_update_is_replaced_without_a_deadlock
     helper = subprocess.Popen(cluster.network.wrap(argv) if cluster.network else argv,
                               cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+                              stderr=subprocess.PIPE, preexec_fn=functools.partial(
+                                  leftovers.die_with_parent, os.getpid()))
     try:
       assert 'worker 1 sent its gradient' in helper.stdout.readline()
       cluster.signal('worker-0', signal.SIGKILL)
@@ -271,7 +274,8 @@ def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path
   env.pop('TF_CONFIG', None)
   log_path = tmp_path / 'single.log'
   with open(log_path, 'wb') as log:
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   try:
     wait_for(lambda: max(steps(log_path.read_text()) or [0]) >= 10, 'step 10')
     process.send_signal(signal.SIGTERM)

@@ -1,6 +1,7 @@
 """What a user opens is what the tests checked: the real `tensorboard` server, read through
 its HTTP API as the browser reads it, on a short video run with two clones."""
 
+import functools
 import io
 import json
 import os
@@ -19,6 +20,7 @@ from datasets.inputs import label_strip
 from tests import video_testdata
 from tests.datasets.inputs.test_label_strip import read_label
 from tests.training.test_train_video import video_config
+from tests import leftovers
 from training import train as train_module
 
 
@@ -53,7 +55,8 @@ def test_tensorboard_serves_every_clone_loss_the_input_wait_and_the_clips(
   tensorboard = os.path.join(os.path.dirname(sys.executable), 'tensorboard')
   server = subprocess.Popen(
       [tensorboard, '--logdir', str(train_dir), '--host', '127.0.0.1', '--port', str(port),
-       '--reload_interval', '1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+       '--reload_interval', '1'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   try:
     _wait_for_tags(port, server, 'scalars', {
         'clone_0/Losses/clone_loss', 'clone_1/Losses/clone_loss', 'Losses/total_loss',

@@ -10,6 +10,7 @@ dispatcher and data workers, each `python -m datasets.data_service`).
     named once) and TensorBoard (the counts), as they do without the service.
 """
 
+import functools
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ from tests.data_service import DataService, wait_for
 from tests.training.test_train_damaged_data import FLAGS as VIDEO_FLAGS, _scalars
 from training import train as train_module
 from training.config import TrainConfig
+from tests import leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = re.compile(r'step (\d+)')
@@ -40,7 +42,8 @@ def _trainer(digits_dir, tmp_path, address):
        '--train_dir=%s' % (tmp_path / 'train'), '--batch_size=8', '--log_every_n_steps=5',
        '--num_readers=1', '--num_preprocessing_threads=1', '--save_interval_secs=600',
        '--data_service_address=' + address, '--step_timeout_secs=8'],
-      cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+      cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+      preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   process.log_path = tmp_path / 'trainer.log'
   return process
 

@@ -4,6 +4,7 @@ cluster; a cluster of tasks that see exactly the environment the manifest gives 
 (tests/jobset_pods.py), their names resolving to loopback, trains to the end; and the
 manifest's data-service pods, run the same way, register."""
 
+import functools
 import collections
 import os
 import signal
@@ -20,6 +21,7 @@ from tests.data_service import READY, wait_for as wait_until
 from tests import jobset_pods
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
                                  trainer, WAIT_SECS)
+from tests import leftovers
 
 POD = {'JOBSET_NAME': 'js', 'REPLICATED_JOB_NAME': 'worker', 'JOB_INDEX': '1',
        'JOB_COMPLETION_INDEX': '0', 'REPLICATED_JOB_REPLICAS': '3',
@@ -196,7 +198,9 @@ def test_the_manifests_dispatcher_and_a_data_worker_start_and_register(tmp_path)
       for name, argv in commands.items():
         with open(tmp_path / (name + '.log'), 'w') as log:
           processes[name] = subprocess.Popen(network.wrap(argv), cwd=jobset_pods.ROOT,
-                                             stdout=log, stderr=subprocess.STDOUT)
+                                             stdout=log, stderr=subprocess.STDOUT,
+                                             preexec_fn=functools.partial(
+                                                 leftovers.die_with_parent, os.getpid()))
       read = lambda name: (tmp_path / (name + '.log')).read_text()
       wait_until(lambda: 'Dispatcher: 1 data worker registered' in read('dispatcher') or
                  any(p.poll() is not None for p in processes.values()), 120,
