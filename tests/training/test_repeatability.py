@@ -127,14 +127,18 @@ def test_a_checkpoint_holds_the_input_position_and_an_older_one_still_resumes(
   assert 'holds no input position for these input settings' in caplog.text
 
 
-def test_video_clips_repeat_with_one_seed(tmp_path_factory, tmp_path):
+@pytest.mark.parametrize('topology', [dict(num_clones=1), dict(num_clones=2),
+                                      dict(num_clones=1, num_micro_batches=2)],
+                         ids=['1 clone', '2 clones', '2 micro-batches'])
+def test_video_clips_repeat_with_one_seed(tmp_path_factory, tmp_path, topology):
+  """I3D (narrow) on clips: random starts, crops and flips, dropout, batch norm."""
   rgb_dir = video_testdata.converted(tmp_path_factory, 'rgb')
   for name in ('first', 'second'):
-    _train(video_config(rgb_dir, tmp_path / name, max_number_of_steps=4, random_seed=SEED,
-                        deterministic=True, log_example_ids=True))
+    _train(video_config(rgb_dir, tmp_path / name, max_number_of_steps=2, random_seed=SEED,
+                        deterministic=True, log_example_ids=True, **topology))
   assert _max_difference(_weights(tmp_path / 'first'), _weights(tmp_path / 'second')) == 0
   ids = read_example_ids(tmp_path / 'first')
-  assert ids == read_example_ids(tmp_path / 'second') and len(ids) == 4
+  assert ids == read_example_ids(tmp_path / 'second') and len(ids) == 2
 
 
 def test_the_start_up_says_whether_the_run_repeats(digits_dir, tmp_path, caplog):
