@@ -219,7 +219,8 @@ def _computed(train_dir):
   largest one's."""
   reader = tf.train.load_checkpoint(train_dir)
   sizes = {name: 4 * int(np.prod(shape)) for name, shape in
-           reader.get_variable_to_shape_map().items() if name != 'global_step'}
+           reader.get_variable_to_shape_map().items()
+           if name != 'global_step' and not name.startswith('input_position_')}
   largest = max(sizes, key=sizes.get)
   return dict(variables_mb=round(sum(sizes.values()) / 1e6, 3),
               largest_variable=largest, largest_variable_mb=round(sizes[largest] / 1e6, 3))

@@ -238,7 +238,8 @@ def build_training_graph(setup):
   """Builds inputs, clones, losses, optimizer and summaries in the default graph."""
   config = setup.config
   deploy_config = setup.deploy_config
-  tf.set_random_seed(repeatability.graph_seed(config))  # None: unseeded, as before.
+  if config.random_seed is not None:  # Unset: the graph's seed is left as it is.
+    tf.set_random_seed(repeatability.graph_seed(config))
   with tf.device(deploy_config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
   repeatability.seed_dropout(config, global_step)

@@ -17,9 +17,12 @@ it does not, the start-up line says that the ports are open on all interfaces.
 With `num_data_workers` N > 0 a tf.data service starts first beside them: a dispatcher
 (its journal in <log_dir>/data_service) and N data workers, each `python -m
 datasets.data_service` (a command: deployment imports no datasets), and the training tasks
-get `--data_service_address`. A data worker that ends is one line and training goes on
-(the trainer's watchdog ends a job left without any); a dispatcher that ends is restarted
-on its port and journal (up to MAX_DISPATCHER_RESTARTS times).
+get `--data_service_address`. A dispatcher or data worker that ends is restarted on its
+port (the dispatcher with its journal), up to MAX_SERVICE_RESTARTS times each: every
+epoch is a job of the dispatcher that gives each data worker it ever had a share, so the
+end of an epoch waits for a lost data worker to come back at its address. Past that it is
+one line and training goes on to the epoch's end; the trainer's watchdog then ends the job
+(138, naming the data worker it waits for).
 
 `launch(config, command)` runs one job to its end: it forwards Ctrl-C and SIGTERM (workers
 first, then parameter servers, which would also leave on their own, then the data
@@ -52,7 +55,7 @@ __all__ = ['LaunchConfig', 'launch', 'LocalCluster', 'Task', 'ADDRESSING_FLAGS']
 ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
 SERVICE_FLAG = 'data_service_address'  # Given to the training tasks with a data service.
 SERVICE_JOBS = ('dispatcher', 'data_worker')
-MAX_DISPATCHER_RESTARTS = 3
+MAX_SERVICE_RESTARTS = 3
 # The repository root, three levels above deployment/cluster/local_cluster.py, on the service
 # tasks' path for `-m datasets...`.
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -383,15 +386,17 @@ class LocalCluster:
     for task in self.tasks:
       if task.job not in SERVICE_JOBS or task.returncode is None or task.name in self._lost:
         continue
-      if task.job == 'dispatcher' and task.starts <= MAX_DISPATCHER_RESTARTS:
-        print('launch_local: the dispatcher exited with status %d; restarting it on port %d '
-              'with its journal (log: %s)' % (task.returncode, task.port, task.log_path),
-              flush=True)
+      if task.starts <= MAX_SERVICE_RESTARTS:
+        print('launch_local: %s exited with status %d; restarting it on port %d%s (log: %s)'
+              % ('the dispatcher' if task.job == 'dispatcher' else task.name, task.returncode,
+                 task.port, ' with its journal' if task.job == 'dispatcher' else '',
+                 task.log_path), flush=True)
         self.start_task(task.name)
         continue
       self._lost.add(task.name)
-      print('launch_local: %s exited with status %d; training goes on without it (log: %s)'
-            % (task.name, task.returncode, task.log_path), flush=True)
+      print('launch_local: %s exited with status %d, restarted %d times already; training '
+            'goes on without it to the end of the epoch (log: %s)' % (
+                task.name, task.returncode, task.starts - 1, task.log_path), flush=True)
 
 
 class _Signals:

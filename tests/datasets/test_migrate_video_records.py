@@ -9,6 +9,7 @@ import sys
 
 from datasets import dataset_factory
 from tests import video_testdata as vt
+from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,9 +22,11 @@ def _run(args):
 def test_eval_names_the_command_that_migrates_old_records_and_it_does(tmp_path):
   old = str(tmp_path / 'ucf_rgb')
   frames = vt.write_format1_dataset(old)
+  # A checkpoint that exists: eval.py checks the checkpoint path first.
+  checkpoint = placeholder_checkpoint(tmp_path)
   refused = _run(['eval.py', '--dataset_name=video_folder', '--dataset_dir=%s' % old,
                   '--dataset_split_name=test', '--model_name=i3d',
-                  '--checkpoint_path=%s' % tmp_path])
+                  '--checkpoint_path=%s' % checkpoint])
   assert refused.returncode == 3, refused.stderr
   lines = refused.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: %s' % old), refused.stderr

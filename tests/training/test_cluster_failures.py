@@ -102,7 +102,7 @@ with tf.Graph().as_default():
     global_step = tf.Variable(0, dtype=tf.int64, name='global_step')
     submitted = tf.Variable(tf.zeros([2], tf.int64), name='sync_replicas_state/submitted')
     for name, shape in sorted(reader.get_variable_to_shape_map().items()):
-      if name != 'global_step':
+      if name != 'global_step' and not name.startswith('input_position_'):  # variables
         accumulator = tf.ConditionalAccumulator(dtypes[name], shape=shape,
                                                 shared_name=name + ':0/grad_accum')
         takes.append(accumulator.take_grad(1))

@@ -1,8 +1,9 @@
 """deployment.cluster.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
 data workers start first as `python -m datasets.data_service` commands, the training tasks
-get --data_service_address, a data worker that dies is one line while training goes on, a
-dispatcher that dies is restarted on its port and journal, the last data worker gone ends
-the job with the chief's 138, and the service ends with the job (SIGTERM, status 0). The
+get --data_service_address, a data worker or dispatcher that dies is restarted on its port
+(the dispatcher with its journal), past its restarts a data worker is one line, the last
+data worker gone ends the job with the chief's 138, and the service ends with the job
+(SIGTERM, status 0). The
 real trainer (LeNet on digits) runs as the tasks."""
 
 import os
@@ -11,6 +12,7 @@ import threading
 
 import pytest
 
+from deployment.cluster import local_cluster
 from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import last_start, log_text, steps, train_flags, trainer, wait_for
 
@@ -57,35 +59,59 @@ def _kill_when_training(cluster, names):
 
 @pytest.mark.cluster
 @pytest.mark.slow
-def test_a_lost_data_worker_a_restarted_dispatcher_then_none_left(digits_dir, tmp_path,
-                                                                  capsys):
-  """Training goes on without data worker 0 (a line in the launcher's output and in the
-  chief's log) and through the dispatcher's restart; when data worker 1 goes too, the
-  chief ends after --step_timeout_secs with one line and 138, and so does the job."""
+def test_a_lost_data_worker_and_the_dispatcher_are_restarted_and_the_job_ends(digits_dir,
+                                                                             tmp_path,
+                                                                             capsys):
+  """Data worker 0, then the dispatcher, killed: each is restarted on its port, and the
+  job trains through the end of the epoch (which waits for every data worker the
+  dispatcher had) to its last step, every task exiting 0."""
   # A data worker that needs its next split while the dispatcher is down waits for the
   # restarted one, which took 9 to 16 s under the suite's load: the time-out must be
   # longer, or the watchdog ends the job during the restart (seen with 8 s).
+  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=120,
+                      step_timeout_secs=25)
+  with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
+                    num_data_workers=2) as cluster:
+    killer = threading.Thread(target=_kill_when_training, args=(
+        cluster, ['data_worker-0', 'dispatcher-0']))
+    killer.start()
+    status = cluster.supervise(lambda: False, grace_secs=30)
+    killer.join()
+  out = capsys.readouterr().out
+  assert status == 0, out
+  assert 'data_worker-0 exited with status 137; restarting it on port %d (log:' % (
+      cluster.task('data_worker-0').port) in out, out
+  assert 'the dispatcher exited with status 137; restarting it on port' in out, out
+  assert {t.name: t.returncode for t in cluster.tasks} == {
+      'dispatcher-0': 0, 'data_worker-0': 0, 'data_worker-1': 0, 'ps-0': 0, 'worker-0': 0}
+  chief = log_text(cluster.chief)
+  assert 'Input: batches from the tf.data service at %s' % cluster.service_address in chief
+  assert (steps(chief) or [0])[-1] == 120, chief[-3000:]
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_when_no_data_worker_is_left_the_chief_ends_in_one_line(digits_dir, tmp_path,
+                                                                 capsys, monkeypatch):
+  """Past their restarts (none here) both data workers are lost: the chief ends after
+  --step_timeout_secs with one line and 138, and so does the job."""
+  monkeypatch.setattr(local_cluster, 'MAX_SERVICE_RESTARTS', 0)
   flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=100000,
                       step_timeout_secs=25)
   with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
                     num_data_workers=2) as cluster:
     killer = threading.Thread(target=_kill_when_training, args=(
-        cluster, ['data_worker-0', 'dispatcher-0', 'data_worker-1']))
+        cluster, ['data_worker-0', 'data_worker-1']))
     killer.start()
     status = cluster.supervise(lambda: False, grace_secs=30)
     killer.join()
   out = capsys.readouterr().out
   assert status == 138, out
-  assert 'data_worker-0 exited with status 137; training goes on without it' in out, out
-  assert 'the dispatcher exited with status 137; restarting it on port' in out, out
+  assert ('data_worker-0 exited with status 137, restarted 0 times already; training goes '
+          'on without it to the end of the epoch') in out, out
   assert {t.name: t.returncode for t in cluster.tasks} == {
       'dispatcher-0': 0, 'data_worker-0': 137, 'data_worker-1': 137, 'ps-0': 0,
       'worker-0': 138}
   chief = log_text(cluster.chief)
-  assert 'Input: batches from the tf.data service at %s' % cluster.service_address in chief
-  lost = 'data worker 127.0.0.1:%d gone; training goes on with 1' % (
-      cluster.task('data_worker-0').port)
-  assert chief.count(lost) == 1, chief[-3000:]
   errors = [line for line in chief.splitlines() if line.startswith('error:')]
-  assert len(errors) == 1 and 'no input comes; the tf.data service at %s has no data ' \
-      'worker left' % cluster.service_address in errors[0], chief[-3000:]
+  assert len(errors) == 1 and 'no input comes' in errors[0], chief[-3000:]
