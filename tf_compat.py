@@ -27,9 +27,12 @@ scikit-learn it would pull in: `_import_slim`):
    (fused batch norm on 2-D inputs, `multiply_gradients`, `optimize_loss`,
    `constant_value`); we point that name back at `tf.Tensor`.
 4. oneDNN's CPU kernels on every x86 CPU (`TF_ENABLE_ONEDNN_OPTS=1` unless set):
-   TensorFlow enables them itself only where AVX-512 VNNI/BF16 or AMX is present, and
-   its Eigen kernels for 3-D convolution gradients and 3-D max-pool gradients are
-   several times slower on AVX2-only CPUs.
+   TensorFlow's default turns them on only on some CPUs (AVX-512 VNNI/BF16 or AMX: an
+   AMD EPYC of Zen 4 and an Intel Xeon of Sapphire Rapids both), and its Eigen kernels
+   for 3-D convolution gradients and 3-D max-pool gradients are several times slower on
+   AVX2-only CPUs. Which oneDNN kernels run still differs by CPU: float16 ones only with
+   AVX-512 FP16 or AMX-FP16 (Sapphire Rapids), slow there for convolution gradients
+   (deployment.session.precision_options.half_precision_device_warning).
 """
 
 import importlib
