@@ -16,162 +16,39 @@ or naming one; never itself or its ancestors (`make`).
 Processes that are ending (zombies) are not listed; a process signalled as the suite
 ended gets --wait_secs to go.
 
-The guards hold when the process that started a daemon is ended abruptly: pytest-timeout
-ends a hung worker with os._exit (no finalizer, no atexit), a watchdog with SIGKILL.
+The guards live in deployment/cluster/one_node_slurm.py, which the one-machine Slurm of
+users and tests runs its daemons with, and are re-exported here for the tests:
 - `die_with_parent` (a `preexec_fn`, picklable, so tests/prestarted.py's forked starts
   take it too): the kernel sends the child SIGKILL when the thread that started it ends
-  (prctl PR_SET_PDEATHSIG). A child of fork() does not inherit it, so it only holds for a
-  program that stays in the foreground, never for one that daemonizes.
-- `--keep` (what tests/slurm_cluster.py runs its daemons under): `python -S -m
-  tests.leftovers --keep --owner=PID [--user=U] -- daemon args` runs the daemon in the
-  foreground as its child, with the guard above, and is a child subreaper
-  (PR_SET_CHILD_SUBREAPER): whatever the daemon forks and leaves (slurmctld's
-  slurmscriptd, slurmd's slurmstepd and the job's tasks under them) becomes the keeper's
-  child when its parent ends, not init's. SIGTERM (from the owner, or from the kernel
-  when the owner dies: the keeper's own parent-death signal) stops the daemon (SIGTERM,
-  SIGKILL after --grace_secs); once the daemon has ended the keeper kills every process
-  left under it and exits with the daemon's status. With --clients_env=NAME it then also
-  kills the processes whose environment has its own value of NAME and that no keeper
-  runs: slurmctld's keeper, with SLURM_CONF, ends the clients of its cluster a test left
-  waiting (an `sbatch --wait` whose test was killed polls a gone controller forever).
-  The standard library only (-S).
+  (prctl PR_SET_PDEATHSIG), even when pytest-timeout ends a hung worker with os._exit (no
+  finalizer, no atexit) or a watchdog with SIGKILL. A child of fork() does not inherit it,
+  so it only holds for a program that stays in the foreground.
+- the keeper (`keeper_command`: `python -S -m deployment.cluster.one_node_slurm keep
+  --owner=PID [--user=U] -- daemon args`), what tests/slurm_cluster.py runs its daemons
+  under: the daemon in the foreground as its child, with the guard above, the keeper a
+  child subreaper, so whatever the daemon forks and leaves (slurmctld's slurmscriptd,
+  slurmd's slurmstepd and the job's tasks) becomes the keeper's child, not init's. SIGTERM
+  (from the owner, or from the kernel when the owner dies) stops the daemon, then the
+  keeper kills every process left under it; slurmctld's keeper also kills the clients of
+  its cluster a test left waiting (an `sbatch --wait` of a gone controller polls forever).
 """
 
 import argparse
-import ctypes
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
+from deployment.cluster import one_node_slurm
+from deployment.cluster.one_node_slurm import (  # pylint: disable=unused-import
+    DAEMONS, MUNGE_PREFIX, die_with_parent, keeper_command)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MUNGE_PREFIX = 'slimdeploy-munge-'   # tests/slurm_cluster.py's private munge directories.
 # Where the tests' temporary files live: pytest's base directories and the munge ones.
 TEST_DIRS = (os.path.join(tempfile.gettempdir(), 'pytest-of-'),
              os.path.join(tempfile.gettempdir(), MUNGE_PREFIX))
-DAEMONS = ('munged', 'slurmctld', 'slurmd', 'slurmstepd')
-KEEPER = 'tests.leftovers'   # `-m tests.leftovers --keep`: a keeper's command line.
 SLURM_REASON = 'Slurm/munge of the tests'
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def _prctl(option, value):
-  if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
-    error = ctypes.get_errno()
-    raise OSError(error, 'prctl(%d): %s' % (option, os.strerror(error)))
-
-
-def _alive(pid):
-  """True while `pid` runs (a zombie does not)."""
-  try:
-    with open('/proc/%d/stat' % pid) as stat:
-      return stat.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
-  except (OSError, IndexError):
-    return False
-
-
-def die_with_parent(owner=None, signum=signal.SIGKILL):
-  """A `preexec_fn`: the child gets `signum` when the thread that started it ends (the
-  kernel sends it, whatever ended the parent). `owner`, when given, is the pid of the
-  process that asked for the start (the pytest worker; the parent itself for a plain
-  start, the fork server for a forked one): if it ended before the setting was made, the
-  child exits at once."""
-  _prctl(_PR_SET_PDEATHSIG, signum)
-  if os.getppid() == 1 or (owner is not None and not _alive(owner)):
-    os._exit(1)  # pylint: disable=protected-access
-
-
-def keeper_command(argv, owner=None, user=None, grace_secs=10.0, clients_env=None):
-  """The argv that runs `argv` under a keeper owned by `owner` (this process by default).
-
-  The interpreter option -S makes it a fresh interpreter under tests/prestarted.py too
-  (never a fork of its TensorFlow server): it needs the standard library only."""
-  command = [sys.executable, '-S', '-m', KEEPER, '--keep',
-             '--owner=%d' % (os.getpid() if owner is None else owner),
-             '--grace_secs=%g' % grace_secs]
-  if user:
-    command.append('--user=%s' % user)
-  if clients_env:
-    command.append('--clients_env=%s' % clients_env)
-  return command + ['--'] + list(argv)
-
-
-# ---- The keeper ----------------------------------------------------------------------
-
-def _children():
-  """Pids whose parent is this process."""
-  me, found = os.getpid(), []
-  for process in _processes(details=False):
-    if process.ppid == me:
-      found.append(process.pid)
-  return found
-
-
-def _end_everything_below():
-  """SIGKILL to every child (adopted orphans too: each one's own children become ours
-  as it dies, and are killed in the next round), until none is left."""
-  while True:
-    for pid in _children():
-      try:
-        os.kill(pid, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
-    try:
-      os.waitpid(-1, 0)
-    except ChildProcessError:
-      return
-
-
-def keep(argv, owner, user=None, grace_secs=10.0, clients_env=None):
-  """Runs `argv` as described in the module doc; -> its exit status (128 + signal)."""
-  _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-  stop = []
-  for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(signum, lambda signum, frame: stop.append(signum))
-  _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-  if os.getppid() != owner:
-    return 1   # The owner ended before the guard was set: start nothing.
-  extra = dict(user=user, group=user, extra_groups=[]) if user else {}
-  daemon = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
-                            **extra)
-  status, deadline = None, None
-  while status is None:
-    # os.kill, not Popen's methods: they would reap the daemon out of the loop below.
-    if (stop or os.getppid() != owner) and deadline is None:
-      os.kill(daemon.pid, signal.SIGTERM)
-      deadline = time.monotonic() + grace_secs
-    elif deadline is not None and time.monotonic() > deadline:
-      os.kill(daemon.pid, signal.SIGKILL)
-    # Reap every child that ended: the daemon, and orphans it left that were adopted.
-    while True:
-      try:
-        pid, wait_status = os.waitpid(-1, os.WNOHANG)
-      except ChildProcessError:
-        pid = 0
-      if pid == 0:
-        break
-      if pid == daemon.pid:
-        status = daemon.returncode = os.waitstatus_to_exitcode(wait_status)
-    time.sleep(0.1)
-  _end_everything_below()
-  if clients_env and os.environ.get(clients_env):
-    _end_clients(clients_env, os.environ[clients_env])
-  return 128 - status if status < 0 else status
-
-
-def _end_clients(name, value):
-  """SIGKILL to the processes with `name`=`value` in their environment that no keeper
-  runs (this one's are gone already)."""
-  table = {p.pid: p for p in _processes()}
-  for pid, process in table.items():
-    if pid != os.getpid() and process.env(name) == value and not kept(pid, table):
-      try:
-        os.kill(pid, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
+_alive = one_node_slurm.alive
 
 
 # ---- The check -----------------------------------------------------------------------
@@ -215,9 +92,9 @@ class Process:
 
 
 def is_keeper(process):
-  """True for a keeper's command line (`python -S -m tests.leftovers --keep ...`)."""
-  args = process.argv
-  return '--keep' in args and any(args[i:i + 2] == ['-m', KEEPER] for i in range(len(args)))
+  """True for a keeper's command line (`python -S -m deployment.cluster.one_node_slurm
+  keep ...`)."""
+  return one_node_slurm.is_keeper(process.argv)
 
 
 def ancestry(pid, table=None):
@@ -348,27 +225,13 @@ def check(dirs=TEST_DIRS, root=ROOT, wait_secs=10.0, out=sys.stdout):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m tests.leftovers', description=(
-      'Lists the processes the tests left running (exit 1 if any); or, with --keep, '
-      'runs a daemon for a test (see tests/leftovers.py).'))
+      'Lists the processes the tests left running (exit 1 if any).'))
   parser.add_argument('--paths', default=None, help='Comma-separated directories: only '
                       'processes using them count (default: the tests\' temporary '
                       'directories and, for Python processes, this repository).')
   parser.add_argument('--wait_secs', type=float, default=10.0,
                       help='How long processes may take to end before they are listed.')
-  parser.add_argument('--keep', action='store_true', help=argparse.SUPPRESS)
-  parser.add_argument('--owner', type=int, help=argparse.SUPPRESS)
-  parser.add_argument('--user', help=argparse.SUPPRESS)
-  parser.add_argument('--grace_secs', type=float, default=10.0, help=argparse.SUPPRESS)
-  parser.add_argument('--clients_env', help=argparse.SUPPRESS)
-  parser.add_argument('command', nargs='*', help=argparse.SUPPRESS)
   options = parser.parse_args(argv)
-  if options.keep:
-    if not options.command or options.owner is None:
-      parser.error('--keep needs --owner=PID and a command after --')
-    return keep(options.command, options.owner, options.user, options.grace_secs,
-                options.clients_env)
-  if options.command:
-    parser.error('unexpected arguments: %s' % ' '.join(options.command))
   if options.paths is None:
     return check(wait_secs=options.wait_secs)
   dirs = tuple(os.path.abspath(p) for p in options.paths.split(',') if p)

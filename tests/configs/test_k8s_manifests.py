@@ -101,8 +101,11 @@ def test_the_validation_catches_a_misspelt_field_at_every_level(docs):
   pod['containers'][0]['volumeMount'] = []                                     # container
   pod['terminationGracePeriodSeconds'] = 'long'                                # a type
   bad['spec']['successPolicy']['operator'] = 'Most'                            # an enum
+  bad['spec']['failurePolicy']['restartStrategy'] = 'Blocking'                 # the new
+  bad['spec']['replicatedJobs'][1]['template']['spec']['activeDeadline'] = 60  # fields
   found = '\n'.join(validate_jobset(bad))
-  for word in ("'targets'", "'backofLimit'", "'volumeMount'", "'long'", "'Most'"):
+  for word in ("'targets'", "'backofLimit'", "'volumeMount'", "'long'", "'Most'",
+               "'Blocking'", "'activeDeadline'"):
     assert word in found
 
 
@@ -139,10 +142,14 @@ def test_a_pod_whose_replicas_disagree_with_slimdeploy_tasks_refuses_to_start(do
 def test_restarts_are_chosen_for_parameter_server_training(docs):
   spec = jobset_pods.the('JobSet', docs)['spec']
   assert spec['successPolicy'] == {'operator': 'All', 'targetReplicatedJobs': ['worker']}
-  rules = {r['action']: r['onJobFailureReasons'] for r in spec['failurePolicy']['rules']}
-  assert rules == {'FailJobSet': ['PodFailurePolicy'],
-                   'RestartJobSet': ['BackoffLimitExceeded']}
+  rules = [(r['action'], r['onJobFailureReasons'], r.get('targetReplicatedJobs'))
+           for r in spec['failurePolicy']['rules']]
+  assert rules == [('FailJobSet', ['PodFailurePolicy'], None),
+                   ('RestartJobSet', ['BackoffLimitExceeded'], None),
+                   ('RestartJobSet', ['DeadlineExceeded'], ['worker'])]   # The time limit.
   assert spec['failurePolicy']['maxRestarts'] >= 1
+  # Every pod of an attempt gone before the next starts: no chief beside one still saving.
+  assert spec['failurePolicy']['restartStrategy'] == 'BlockingRecreate'
   for rjob in spec['replicatedJobs']:
     job = rjob['template']['spec']
     assert job['template']['spec']['restartPolicy'] == 'Never'  # podFailurePolicy needs it
@@ -154,6 +161,20 @@ def test_restarts_are_chosen_for_parameter_server_training(docs):
     assert not RETRIED & set(fail['onExitCodes']['values'])
     assert ignore == {'action': 'Ignore', 'onPodConditions': [{'type': 'DisruptionTarget'}]}
     assert job['backoffLimit'] >= 1 and job['completions'] == job['parallelism'] == 1
+    # The time limit on the workers only: the ps tasks must hold the variables while the
+    # chief saves on its SIGTERM, within its grace period.
+    assert ('activeDeadlineSeconds' in job) == (rjob['name'] == 'worker'), rjob['name']
+
+
+def test_the_time_limit_is_the_slurm_examples_and_fits_the_recipe(docs):
+  """4 h per attempt, as docs/cluster.md's sbatch --time=04:00:00, and a grace period for
+  the chief's save at the deadline's SIGTERM."""
+  spec = jobset_pods.the('JobSet', docs)['spec']
+  worker = spec['replicatedJobs'][1]['template']['spec']
+  assert worker['activeDeadlineSeconds'] == 4 * 3600
+  with open(os.path.join(jobset_pods.ROOT, 'docs', 'cluster.md')) as handle:
+    assert '--time=04:00:00' in handle.read()
+  assert worker['template']['spec']['terminationGracePeriodSeconds'] >= 60   # The save.
 
 
 def test_the_train_dir_is_on_the_shared_read_write_many_claim(docs):

@@ -7,9 +7,13 @@ the checkpoint at the last step, each update one gradient per worker at its step
 parameters equal ONE worker of the global batch (tests/deployment/test_launch_local.py's
 reference and bound, 1e-4 of the run's movement). `scancel` mid-run: every task gets
 SIGTERM, the chief saves, all end on their own with status 0 within KillWait; the same
-sbatch again resumes at the saved step, never lower, and ends like the first. The jobs'
-ends are read from the jobcomp log (no slurmdbd, so no sacct). Without root or apt-get
-the Slurm tests skip, with the reason.
+sbatch again resumes at the saved step, never lower, and ends like the first. A job
+preempted by one of the `urgent` partition (what the time limit's warning does too: the
+script's SIGUSR1) saves, requeues itself, resumes and ends with the weights of one worker
+of the global batch trained straight through (--random_seed, --deterministic); the
+requeues stop at --max_requeues with one line (a stand-in trainer: no TensorFlow). The
+jobs' ends are read from the jobcomp log (no slurmdbd, so no sacct). Without root or
+apt-get the Slurm tests skip, with the reason.
 """
 
 import dataclasses
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from deployment import sync_replicas
@@ -29,9 +34,12 @@ from training.train import SYNC_TRACE_FILE
 from datasets.inputs.service_servers import ServerConfig
 from tests import slurm_cluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, error_lines,
-                                 ready_steps, steps, train_flags, wait_for, WAIT_SECS)
-from tests.deployment.test_launch_local import (assert_equivalent, PER_WORKER_BATCH, STEPS,
+                                 last_start, ready_steps, steps, train_flags, wait_for,
+                                 WAIT_SECS)
+from tests.deployment.test_launch_local import (assert_equivalent, checkpoint_values,
+                                                MODEL_VARIABLES, PER_WORKER_BATCH, STEPS,
                                                 sync_reference, write_aligned_dataset)
+from training.train import train
 
 RECIPE = os.path.join(ROOT, 'configs', 'slurm', 'train.sbatch')
 LEAVE = re.compile(r'Worker \d+ leaves: (\w+) at global step (\d+)')
@@ -49,11 +57,12 @@ def slurm(tmp_path_factory):
     yield cluster
 
 
-def sbatch(slurm, log_dir, flags, *options, ntasks=3, script_args=('1',)):
+def sbatch(slurm, log_dir, flags, *options, ntasks=3, script_args=('1',),
+           python=sys.executable):
   """Runs `sbatch [options] train.sbatch 1 flags` (1 ps + 2 workers) from the repository
-  root, the trainer on this Python; returns the CompletedProcess."""
+  root, the trainer on `python`; returns the CompletedProcess."""
   os.makedirs(log_dir, exist_ok=True)   # Slurm opens --output there before the script runs.
-  env = dict(slurm.env, PYTHON=sys.executable, LOG_DIR=str(log_dir))
+  env = dict(slurm.env, PYTHON=str(python), LOG_DIR=str(log_dir))
   env.pop('TF_CONFIG', None)
   command = (['sbatch', '--ntasks=%d' % ntasks, '--output=%s/batch-%%j.out' % log_dir]
              + list(options) + [RECIPE] + list(script_args) + list(flags))
@@ -93,6 +102,10 @@ def test_the_recipe_opens_with_its_command_what_to_expect_and_the_ports_to_firew
   assert 'sbatch --nodes=10 --ntasks=12' in header and 'configs/slurm/train.sbatch 2' in header
   assert 'Expect:' in header and '20000-59999' in header
   assert '--data_workers=4' in header and 'P + W + 1 + D' in header
+  assert '--max_requeues=R' in header and 'one_node_slurm start' in header
+  options = [l.split()[1] for l in open(RECIPE) if l.startswith('#SBATCH ')]
+  # Requeued by itself: the warning to this shell only, the output appended, requeueable.
+  assert {'--signal=B:USR1@120', '--requeue', '--open-mode=append'} <= set(options)
   assert '%d-%d' % (PORT_BASE, PORT_BASE + JOB_SLOTS * SLOT_PORTS - 1) == '20000-59999'
 
 
@@ -121,6 +134,10 @@ def test_the_flags_the_script_adds_are_the_trainers_and_the_data_services(tmp_pa
                           text=True, cwd=tmp_path, env=dict(os.environ, SLURM_NTASKS='4'))
   assert result.returncode == 2 and result.stderr.startswith(
       'error: --data_workers=two must be a count'), result
+  result = subprocess.run(['bash', RECIPE, '1', '--max_requeues=-1'], capture_output=True,
+                          text=True, cwd=tmp_path, env=dict(os.environ, SLURM_NTASKS='4'))
+  assert result.returncode == 2 and result.stderr.startswith(
+      'error: --max_requeues=-1 must be a count of requeues'), result
   result = subprocess.run(['bash', RECIPE, '1', '--data_workers=2'], capture_output=True,
                           text=True, cwd=tmp_path, env=dict(os.environ, SLURM_NTASKS='4'))
   assert result.returncode == 2 and result.stderr.startswith(
@@ -261,3 +278,144 @@ def test_the_script_starts_a_data_service_beside_the_cluster_and_ends_it(slurm, 
   assert LEAVE.findall(texts['worker-0.log']) == [('finished', '20')]
   assert checkpoint_steps(train_dir)[-1] == 20
   assert _processes_naming(str(log_dir)) == []
+
+
+# ---- Time limits and preemption: the job saves and requeues itself ----------------------
+
+REQUEUE_STEPS = 1000   # 8 s at 120 steps/s here: the preemption (0.9 s) lands mid-run.
+SEED = 7
+# Stands in for the trainer in every task (no TensorFlow): ready, then at SIGTERM the line
+# the chief writes when it stops, which the recipe reads. (A foreground sleep: scancel
+# signals every process of the step, and a `wait` for a sleep that died first would end
+# the script before its trap.)
+STAND_IN = r'''#!/bin/bash
+trap 'echo "Training stopped at step 3; wrote x"; exit 0' TERM
+echo "stand-in trainer ready: task $SLURM_PROCID"
+while :; do sleep 0.2; done
+'''
+
+
+def _runs(text):
+  """[(job id, run)] of a task log's headers: one per start of the task."""
+  return re.findall(r'=== Slurm job (\d+), run (\d+)', text)
+
+
+def _wait_for_run(log_dir, job, run, ready):
+  """Until every task log holds `run` starts, the last one past `ready` (a regex)."""
+  def started():
+    texts = logs(log_dir)
+    return len(texts) == 3 and all(len(_runs(t)) == run and re.search(ready, last_start(t))
+                                   for t in texts.values())
+  wait_for(started, 'run %d of Slurm job %s to start' % (run, job), timeout=2 * WAIT_SECS)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_time_limits_signal_requeues_the_job_until_max_requeues(slurm, tmp_path):
+  """SIGUSR1 to the batch shell, what `--signal=B:USR1@120` sends before the time limit
+  (by hand here: Slurm sends a time limit's at a minute's resolution), stops the tasks and
+  requeues the job: the same id, output and logs appended. The second run's meets
+  --max_requeues=1: one line, no requeue, the job COMPLETED."""
+  stand_in = tmp_path / 'trainer'
+  stand_in.write_text(STAND_IN)
+  stand_in.chmod(0o755)
+  log_dir = tmp_path / 'logs'
+  began = time.time()
+  job = job_id(sbatch(slurm, log_dir, [], '--parsable', script_args=('1', '--max_requeues=1'),
+                      python=stand_in))
+  for run in (1, 2):
+    _wait_for_run(log_dir, job, run, 'stand-in trainer ready')
+    subprocess.run(['scancel', '--batch', '--signal=USR1', job], env=slurm.env, check=True)
+  fields = slurm.wait_for_end(job, timeout=60)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('two runs and a requeue: %.0f s; %s' % (time.time() - began, _jobcomp(fields)))
+  assert [line['JobState'] for line in slurm.history(job)] == ['PENDING', 'COMPLETED'], batch
+  assert fields['ExitCode'] == '0:0', fields
+  assert batch.count('SIGUSR1 (time limit or preemption)') == 2, batch
+  assert batch.count('srun exited with status 0') == 2, batch
+  assert 'requeued (1 of --max_requeues=1) after Training stopped at step 3: ' in batch, batch
+  assert 'run 2, requeued 1 times' in batch, batch
+  stop, = [line for line in batch.splitlines() if 'not requeued' in line]
+  assert stop.endswith('not requeued: requeued 1 times already (--max_requeues=1); Training '
+                       'stopped at step 3; sbatch the same command to go on'), batch
+  for name, text in logs(log_dir).items():
+    assert _runs(text) == [(job, '1'), (job, '2')], (name, text)
+
+
+def _seeded_reference(tmp_path):
+  """The aligned data, a start checkpoint and ONE worker of the global batch trained
+  straight to REQUEUE_STEPS from it, seeded and deterministic; returns (the cluster's
+  flags, the straight run's checkpoint, the start)."""
+  data = write_aligned_dataset(tmp_path / 'data', PER_WORKER_BATCH)
+  common = dict(dataset_name='image_folder', dataset_dir=data,
+                model_name='softmax_regression', optimizer='sgd', learning_rate=0.1,
+                learning_rate_decay_type='fixed', num_readers=1, num_preprocessing_threads=1,
+                log_every_n_steps=10, save_interval_secs=600, save_summaries_secs=600,
+                random_seed=SEED, deterministic=True)
+  start = train(TrainConfig(train_dir=str(tmp_path / 'start'), max_number_of_steps=1,
+                            batch_size=2 * PER_WORKER_BATCH, **common)).checkpoint
+  straight = train(TrainConfig(train_dir=str(tmp_path / 'straight'), checkpoint_path=start,
+                               max_number_of_steps=REQUEUE_STEPS,
+                               batch_size=2 * PER_WORKER_BATCH, **common)).checkpoint
+  common.pop('dataset_dir')
+  flags = train_flags(data, tmp_path / 'train', batch_size=PER_WORKER_BATCH,
+                      sync_replicas=True, replicas_to_aggregate=2, sync_trace=True,
+                      max_number_of_steps=REQUEUE_STEPS, checkpoint_path=start, **common)
+  return flags, straight, start
+
+
+def _difference(checkpoint, reference, start):
+  """{variable: (largest absolute difference, L2 difference / L2 movement of the
+  reference from start)}."""
+  ours, theirs, initial = (checkpoint_values(p) for p in (checkpoint, reference, start))
+  return {name: (float(np.max(np.abs(ours[name] - theirs[name]))),
+                 float(np.linalg.norm(ours[name] - theirs[name]) /
+                       np.linalg.norm(theirs[name] - initial[name])))
+          for name in MODEL_VARIABLES}
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_preempted_job_saves_requeues_itself_and_ends_like_a_straight_run(slurm, tmp_path):
+  """1 ps + 2 synchronous workers, preempted by a job of the `urgent` partition after step
+  10: the batch shell's SIGUSR1 (preempt_send_user_signal), the chief saves, the job
+  requeues itself, resumes at the saved step and ends with the weights of one worker of
+  the global batch trained straight through (within 1e-5 of its movement)."""
+  flags, straight, start = _seeded_reference(tmp_path)
+  log_dir, train_dir = tmp_path / 'logs', tmp_path / 'train'
+  began = time.time()
+  job = job_id(sbatch(slurm, log_dir, flags, '--parsable'))
+  chief = log_dir / 'worker-0.log'
+  wait_for(lambda: chief.exists() and max(steps(chief.read_text()) or [0]) >= 10,
+           'the chief to log step 10 in Slurm job %s' % job, timeout=2 * WAIT_SECS)
+  urgent = job_id(subprocess.run(
+      ['sbatch', '--parsable', '--partition=urgent', '--ntasks=16', '--wrap=true',
+       '--output=%s/urgent-%%j.out' % log_dir], env=slurm.env, capture_output=True,
+      text=True, check=True))
+  fields = slurm.wait_for_end(job, timeout=2 * WAIT_SECS)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('preempted, requeued and finished: %.0f s; %s' % (time.time() - began,
+                                                          _jobcomp(fields)))
+  assert [line['JobState'] for line in slurm.history(job)] == ['PENDING', 'COMPLETED'], batch
+  assert fields['ExitCode'] == '0:0' and slurm.job(urgent)['JobState'] == 'COMPLETED'
+  assert 'SIGUSR1 (time limit or preemption)' in batch, batch
+  saved = int(re.search(r'requeued \(1 of --max_requeues=10\) after Training stopped at '
+                        r'step (\d+)', batch).group(1))
+  assert 0 < saved < REQUEUE_STEPS and checkpoint_steps(train_dir)[-1] == REQUEUE_STEPS
+  texts = logs(log_dir)
+  for name, text in texts.items():
+    assert _runs(text) == [(job, '1'), (job, '2')], (name, text[-2000:])
+    assert_clean_log(text, name)
+    assert 'SIGTERM received' in text.split('=== ')[1], (name, text[-2000:])
+  assert ready_steps(texts['worker-0.log']) == [0, saved], texts['worker-0.log'][-2000:]
+  assert LEAVE.findall(texts['worker-0.log']) == [('stopped', str(saved)),
+                                                  ('finished', str(REQUEUE_STEPS))]
+  assert min(ready_steps(last_start(texts['worker-1.log']))) >= saved
+  trace = sync_replicas.read_trace(str(train_dir / SYNC_TRACE_FILE))
+  assert trace == [sync_replicas.TraceLine(step, [1, 1], [step, step])
+                   for step in range(REQUEUE_STEPS)], trace
+  difference = _difference(str(train_dir / ('model.ckpt-%d' % REQUEUE_STEPS)), straight, start)
+  print('requeued at step %d; against the straight run, per variable (largest absolute '
+        'difference, L2 difference / L2 movement): %s' % (saved, difference))
+  for name, (_, of_movement) in difference.items():
+    assert of_movement <= 1e-5, (name, difference)
