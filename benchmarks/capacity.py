@@ -86,6 +86,9 @@ class CapacitySettings:
       'their step time measured in this run.')
   # Directories.
   work_dir: Optional[str] = param(None, 'Data, train directories, logs; default: temporary.')
+  random_seed: Optional[int] = param(
+      None, 'Passed to every training run as --random_seed (its weights and batches then '
+      'repeat run to run); unset: unseeded, as the trainer.')
 
 
 FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
@@ -145,6 +148,8 @@ def trainer_flags(settings, model, data_dir, train_dir):
             '--num_preprocessing_threads=1', '--save_interval_secs=3600',
             '--save_summaries_secs=3600', '--recovery_wait_secs=0.2',
             '--step_timeout_secs=600']
+  if settings.random_seed is not None:
+    flags_.append('--random_seed=%d' % settings.random_seed)
   if model in VIDEO_NETWORKS:
     return flags_ + ['--dataset_name=video_folder', '--batch_size=1',
                      '--clip_frames=%d' % settings.clip_frames, '--train_image_size=32']

@@ -88,6 +88,9 @@ class ChaosSettings:
   dataset_dir: Optional[str] = param(None, 'Converted digits; default: converted into the '
                                      'work directory.')
   work_dir: Optional[str] = param(None, 'Train directory and logs; default: temporary.')
+  random_seed: Optional[int] = param(
+      None, 'Passed to every training run as --random_seed (its weights and batches then '
+      'repeat run to run); unset: unseeded, as the trainer.')
 
 
 @dataclasses.dataclass
@@ -139,6 +142,8 @@ def trainer_command(settings, dataset_dir, train_dir):
       max_number_of_steps=settings.max_number_of_steps, save_interval_secs=10,
       save_summaries_secs=600, recovery_wait_secs=0.5, startup_timeout_secs=300,
       step_timeout_secs=300, stop_grace_secs=10, replicas_to_aggregate=aggregate)
+  if settings.random_seed is not None:
+    values['random_seed'] = settings.random_seed
   return ([sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
            '--sync_replicas', '--sync_trace'] +
           ['--%s=%s' % item for item in values.items()])

@@ -84,6 +84,9 @@ class ClusterSettings:
   work_dir: Optional[str] = param(None, 'Train and log directories; default: temporary.')
   isolation: str = param('auto', 'As launch_local: one of %s.'
                          % ', '.join(local_cluster.ISOLATIONS))
+  random_seed: Optional[int] = param(
+      None, 'Passed to every training run as --random_seed (its weights and batches then '
+      'repeat run to run); unset: unseeded, as the trainer.')
 
 
 FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
@@ -189,6 +192,8 @@ def _train_flags(settings, dataset_dir, train_dir, num_workers):
             '--step_timeout_secs=300', '--recovery_wait_secs=0.2']
   if settings.sync:
     flags_ += ['--sync_replicas', '--replicas_to_aggregate=%d' % num_workers]
+  if settings.random_seed is not None:
+    flags_.append('--random_seed=%d' % settings.random_seed)
   return flags_
 
 

@@ -76,6 +76,9 @@ class DataServiceBenchSettings:
   short_side: int = param(256, 'Short side of the converted frames.')
   work_dir: Optional[str] = param(None, 'New or empty directory for data and logs, kept '
                                   '(default: a temporary directory, removed at the end).')
+  random_seed: Optional[int] = param(
+      None, 'Passed to every training run as --random_seed (its weights and batches then '
+      'repeat run to run); unset: unseeded, as the trainer.')
 
 
 def check_settings(settings):
@@ -219,7 +222,7 @@ def train_config(settings, records, train_dir, service_address=''):
       clip_frames=settings.clip_frames, train_image_size=settings.train_image_size,
       batch_size=settings.batch_size, num_clones=1, clone_on_cpu=True,
       num_preprocessing_threads=settings.num_preprocessing_threads,
-      data_service_address=service_address)
+      data_service_address=service_address, random_seed=settings.random_seed)
 
 
 def measure_both(settings, local, served):

@@ -96,6 +96,9 @@ class GpuSpeedSettings:
   rounds: int = param(3, 'Alternating rounds; medians are reported.')
   work_dir: Optional[str] = param(None, 'Scratch directory for the generated data '
                                   '(default: a temporary directory, removed at the end).')
+  random_seed: Optional[int] = param(
+      None, 'Passed to every training run as --random_seed (its weights and batches then '
+      'repeat run to run); unset: unseeded, as the trainer.')
 
 
 FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
@@ -144,7 +147,7 @@ def _train_config(settings, model, data_dirs, on_gpu, train_dir):
   prefix = '' if on_gpu else 'cpu_'
   values = dict(model_name=model, train_dir=train_dir, optimizer='momentum',
                 learning_rate=0.01, learning_rate_decay_type='fixed', clone_on_cpu=not on_gpu,
-                num_readers=1, num_preprocessing_threads=1)
+                num_readers=1, num_preprocessing_threads=1, random_seed=settings.random_seed)
   if model == 'i3d':
     values.update(dataset_name='video_folder', dataset_dir=data_dirs['video'],
                   clip_frames=getattr(settings, prefix + 'i3d_frames'),
