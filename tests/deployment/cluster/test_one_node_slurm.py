@@ -130,9 +130,14 @@ def test_a_supervisor_killed_outright_takes_its_daemons_and_jobs_with_it(state_d
                                   text=True).stdout:
     assert time.time() < deadline, 'the job does not run'
     time.sleep(0.2)
-  running = '\n'.join(_left([state_dir, munge_dir], 0))
-  for name in ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sleep 300'):
-    assert name in running, running
+  # 'R' comes as the step starts, its command a moment later (under load, after the look).
+  names = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sleep 300')
+  while True:
+    running = '\n'.join(_left([state_dir, munge_dir], 0))
+    if all(name in running for name in names):
+      break
+    assert time.time() < deadline, running
+    time.sleep(0.2)
   os.kill(one_node_slurm.running(state_dir), signal.SIGKILL)
   try:
     assert _left([state_dir, munge_dir], 30) == []
