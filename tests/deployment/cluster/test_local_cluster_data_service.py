@@ -57,6 +57,23 @@ def _kill_when_training(cluster, names):
     cluster.task(name).process.kill()
 
 
+def _run_killing(digits_dir, tmp_path, max_steps, names):
+  """-> (the launcher's status, the cluster) of 1 ps + 1 worker with 2 data workers, the
+  tasks `names` killed in turn while it trains (_kill_when_training)."""
+  # A data worker that needs its next split while the dispatcher is down waits for the
+  # restarted one, which took 9 to 16 s under the suite's load: the time-out must be
+  # longer, or the watchdog ends the job during the restart (seen with 8 s).
+  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=max_steps,
+                      step_timeout_secs=25)
+  with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
+                    num_data_workers=2) as cluster:
+    killer = threading.Thread(target=_kill_when_training, args=(cluster, names))
+    killer.start()
+    status = cluster.supervise(lambda: False, grace_secs=30)
+    killer.join()
+  return status, cluster
+
+
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_lost_data_worker_and_the_dispatcher_are_restarted_and_the_job_ends(digits_dir,
@@ -65,18 +82,7 @@ def test_a_lost_data_worker_and_the_dispatcher_are_restarted_and_the_job_ends(di
   """Data worker 0, then the dispatcher, killed: each is restarted on its port, and the
   job trains through the end of the epoch (which waits for every data worker the
   dispatcher had) to its last step, every task exiting 0."""
-  # A data worker that needs its next split while the dispatcher is down waits for the
-  # restarted one, which took 9 to 16 s under the suite's load: the time-out must be
-  # longer, or the watchdog ends the job during the restart (seen with 8 s).
-  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=120,
-                      step_timeout_secs=25)
-  with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
-                    num_data_workers=2) as cluster:
-    killer = threading.Thread(target=_kill_when_training, args=(
-        cluster, ['data_worker-0', 'dispatcher-0']))
-    killer.start()
-    status = cluster.supervise(lambda: False, grace_secs=30)
-    killer.join()
+  status, cluster = _run_killing(digits_dir, tmp_path, 120, ['data_worker-0', 'dispatcher-0'])
   out = capsys.readouterr().out
   assert status == 0, out
   assert 'data_worker-0 exited with status 137; restarting it on port %d (log:' % (
@@ -96,15 +102,8 @@ def test_when_no_data_worker_is_left_the_chief_ends_in_one_line(digits_dir, tmp_
   """Past their restarts (none here) both data workers are lost: the chief ends after
   --step_timeout_secs with one line and 138, and so does the job."""
   monkeypatch.setattr(local_cluster, 'MAX_SERVICE_RESTARTS', 0)
-  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=100000,
-                      step_timeout_secs=25)
-  with LocalCluster(1, 1, trainer(flags), str(tmp_path / 'logs'), isolation='none',
-                    num_data_workers=2) as cluster:
-    killer = threading.Thread(target=_kill_when_training, args=(
-        cluster, ['data_worker-0', 'data_worker-1']))
-    killer.start()
-    status = cluster.supervise(lambda: False, grace_secs=30)
-    killer.join()
+  status, cluster = _run_killing(digits_dir, tmp_path, 100000,
+                                 ['data_worker-0', 'data_worker-1'])
   out = capsys.readouterr().out
   assert status == 138, out
   assert ('data_worker-0 exited with status 137, restarted 0 times already; training goes '
