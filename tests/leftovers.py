@@ -16,14 +16,14 @@ or naming one; never itself or its ancestors (`make`).
 Processes that are ending (zombies) are not listed; a process signalled as the suite
 ended gets --wait_secs to go.
 
-The guards live in deployment/cluster/one_node_slurm.py, which the one-machine Slurm of
+The guards live in deployment/cluster/process_guards.py, which the one-machine Slurm of
 users and tests runs its daemons with, and are re-exported here for the tests:
 - `die_with_parent` (a `preexec_fn`, picklable, so tests/prestarted.py's forked starts
   take it too): the kernel sends the child SIGKILL when the thread that started it ends
   (prctl PR_SET_PDEATHSIG), even when pytest-timeout ends a hung worker with os._exit (no
   finalizer, no atexit) or a watchdog with SIGKILL. A child of fork() does not inherit it,
   so it only holds for a program that stays in the foreground.
-- the keeper (`keeper_command`: `python -S -m deployment.cluster.one_node_slurm keep
+- the keeper (`keeper_command`: `python -S -m deployment.cluster.process_guards keep
   --owner=PID [--user=U] -- daemon args`), what tests/slurm_cluster.py runs its daemons
   under: the daemon in the foreground as its child, with the guard above, the keeper a
   child subreaper, so whatever the daemon forks and leaves (slurmctld's slurmscriptd,
@@ -39,16 +39,17 @@ import sys
 import tempfile
 import time
 
-from deployment.cluster import one_node_slurm
-from deployment.cluster.one_node_slurm import (  # pylint: disable=unused-import
-    DAEMONS, MUNGE_PREFIX, die_with_parent, keeper_command)
+from deployment.cluster import process_guards
+from deployment.cluster.one_node_slurm import DAEMONS, MUNGE_PREFIX
+from deployment.cluster.process_guards import (  # pylint: disable=unused-import
+    die_with_parent, keeper_command)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where the tests' temporary files live: pytest's base directories and the munge ones.
 TEST_DIRS = (os.path.join(tempfile.gettempdir(), 'pytest-of-'),
              os.path.join(tempfile.gettempdir(), MUNGE_PREFIX))
 SLURM_REASON = 'Slurm/munge of the tests'
-_alive = one_node_slurm.alive
+_alive = process_guards.alive
 
 
 # ---- The check -----------------------------------------------------------------------
@@ -92,9 +93,9 @@ class Process:
 
 
 def is_keeper(process):
-  """True for a keeper's command line (`python -S -m deployment.cluster.one_node_slurm
+  """True for a keeper's command line (`python -S -m deployment.cluster.process_guards
   keep ...`)."""
-  return one_node_slurm.is_keeper(process.argv)
+  return process_guards.is_keeper(process.argv)
 
 
 def ancestry(pid, table=None):

@@ -27,12 +27,12 @@ import subprocess
 import tempfile
 import time
 
-from deployment.cluster import one_node_slurm
+from deployment.cluster import one_node_slurm, process_guards
 from deployment.cluster.one_node_slurm import (  # pylint: disable=unused-import
     MUNGE_KEY, PACKAGES, start_daemon)
 from tests import leftovers
 
-_stop = one_node_slurm.stop_daemon
+_stop = process_guards.stop_daemon
 
 
 @functools.lru_cache(maxsize=None)

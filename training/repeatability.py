@@ -105,23 +105,17 @@ def describe(config, service):
   return line
 
 
-class naming_nondeterministic_ops:  # pylint: disable=invalid-name
-  """Context: with --deterministic, an op TensorFlow has no deterministic kernel for ends
-  the run with one ConfigError line naming it (TensorFlow raises UnimplementedError at
-  the op's first run)."""
-
-  def __init__(self, config):
-    self._on = config.deterministic
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, kind, error, traceback):
-    if not self._on or kind is None or not issubclass(kind, tf.errors.UnimplementedError):
-      return False
-    message = str(error.message if hasattr(error, 'message') else error).splitlines()[0]
-    if 'determinis' not in message.lower():
-      return False
+@contextlib.contextmanager
+def naming_nondeterministic_ops(config):
+  """With --deterministic, an op TensorFlow has no deterministic kernel for ends the run
+  with one ConfigError line naming it (TensorFlow raises UnimplementedError at the op's
+  first run)."""
+  try:
+    yield
+  except tf.errors.UnimplementedError as error:
+    message = str(getattr(error, 'message', error)).splitlines()[0]
+    if not config.deterministic or 'determinis' not in message.lower():
+      raise
     op = getattr(getattr(error, 'op', None), 'name', None) or 'an op'
     logging.error('%s', message)
     raise ConfigError('--deterministic: %s has no deterministic kernel on this device '

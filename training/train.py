@@ -32,6 +32,7 @@ from datasets.inputs.service_client import DataWorkers, naming_service_errors
 from training import (cluster_agreement, divergence, optimization, precise_bn,
                       repeatability, run_record, summaries, summary_gate)
 from training.cadence import Cadence
+from training.draws import Draws
 from training.example_ids import ExampleIds
 from training.input_position import INPUT_POSITION, InputPosition
 from training.progress import ProgressStep
@@ -93,31 +94,15 @@ def _network_fn(setup):
 
 
 def _clone_inputs(setup, iterator, input_wait, draws):
-  """-> (inputs, labels) of one clone: a batch drawn (and timed) on the input device,
-  finished by its input on the clone's device (video clips are scaled and mirrored there),
-  with the input's summaries of what the model sees. Each draw waits for the one before
-  (`draws`: clone i draws the i-th batch of its micro-batch, whatever the scheduler runs
-  first), and with --log_example_ids its ids go to `draws.ids`."""
-  with tf.device(setup.deploy_config.inputs_device()), \
-      tf.control_dependencies(draws.last):
-    batch = input_wait.draw(iterator)
-  draws.last = [tf.nest.flatten(batch)[0]]
-  if setup.input_settings.with_ids:
-    batch, ids = batch[:-1], batch[-1]
-    draws.ids.add(ids, draws.count % setup.config.num_clones,
-                  draws.count // setup.config.num_clones)
-  draws.count += 1
+  """-> (inputs, labels) of one clone: a batch drawn (and timed) on the input device, in
+  the step's order (training.draws), finished by its input on the clone's device (video
+  clips are scaled and mirrored there), with the input's summaries of what the model
+  sees."""
+  with tf.device(setup.deploy_config.inputs_device()):
+    batch = draws.draw(input_wait, iterator)
   inputs, labels = setup.input.finish(batch, setup.dataset)
   setup.input.summarize(inputs, labels, setup.dataset, setup.input_settings)
   return inputs, labels
-
-
-class _Draws:
-  """The batches drawn so far in a step's graph: the last (what the next waits for),
-  their count and, with --log_example_ids, their ids (training.example_ids)."""
-
-  def __init__(self, ids):
-    self.last, self.count, self.ids = [], 0, ids
 
 
 def _make_clone_fn(setup, iterator, network_fn, input_wait, draws):
@@ -253,7 +238,8 @@ def build_training_graph(setup):
   skips = _skip_counter(setup)
   iterator = _input_iterator(setup, skips)
   input_wait = summaries.InputWait()
-  draws = _Draws(ExampleIds(config.train_dir) if setup.input_settings.with_ids else None)
+  draws = Draws(config.num_clones, ExampleIds(config.train_dir)
+                if setup.input_settings.with_ids else None)
   clone_fn = _make_clone_fn(setup, iterator, _network_fn(setup), input_wait, draws)
   # Variables exist only once the clones are built: scopes are resolved then.
   variables_to_train = None
@@ -272,8 +258,8 @@ def build_training_graph(setup):
                   for v in slim.get_model_variables()]
     summary_op = tf.summary.merge([deployed.summary_op] + histograms)
   train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
-  if draws.ids is not None:
-    train_op = draws.ids.wrap(train_op, global_step)
+  if draws.example_ids is not None:
+    train_op = draws.example_ids.wrap(train_op, global_step)
   if stats is not None and not config.sync_replicas:
     train_op = stats.wrap(train_op)  # A synchronous step counts itself (it knows more).
   precise = (precise_bn.PreciseBatchNorm(deployed.clones, config.precise_bn_batches)

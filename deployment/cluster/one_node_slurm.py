@@ -7,8 +7,8 @@
     python -m deployment.cluster.one_node_slurm stop --state_dir=/tmp/slurm
 
 Needs root and Debian's packages (apt-get install -y slurmctld slurmd slurm-client munge).
-Each daemon runs in the foreground under a keeper (`keep`: this module under `python -S`,
-the standard library only) that stops it, and kills what it leaves (slurmstepd, a job's
+Each daemon runs in the foreground under a keeper (deployment.cluster.process_guards, run
+under `python -S`) that stops it, and kills what it leaves (slurmstepd, a job's
 tasks), when the keeper's owner ends however it ends: `start` leaves a supervisor
 (`serve`) owning them until `stop`; a test owns its cluster itself. docs/cluster.md,
 "Slurm on one machine", gives the configuration (partitions, preemption, requeue delay).
@@ -19,7 +19,6 @@ directory; 138 (CLUSTER) a daemon did not start (the logs to read).
 """
 
 import argparse
-import ctypes
 import os
 import pwd
 import shutil
@@ -31,6 +30,8 @@ import tempfile
 import time
 
 from core import errors
+from deployment.cluster.process_guards import (alive, argv_of, start_daemon,
+                                               stop_daemon)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGES = ('slurmctld', 'slurmd', 'slurm-client', 'munge')
@@ -38,10 +39,9 @@ PROGRAMS = ('munged', 'slurmctld', 'slurmd', 'sbatch', 'scontrol', 'scancel', 's
 MUNGE_KEY = '/etc/munge/munge.key'
 MUNGE_PREFIX = 'slimdeploy-munge-'   # Private munge directories, in the system's tmp.
 DAEMONS = ('munged', 'slurmctld', 'slurmd', 'slurmstepd')
-KEEPER = 'deployment.cluster.one_node_slurm'   # `python -S -m KEEPER keep ...`
+TOOL = 'deployment.cluster.one_node_slurm'   # `python -S -m TOOL serve|start|stop`
 RESERVED_PORTS = (24000, 24999)   # MpiParams=ports: srun --resv-ports hands these out.
 PID_FILE, READY_FILE, LOG_FILE = 'one_node_slurm.pid', 'one_node_slurm.ready', 'one_node_slurm.log'
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 
 # 16 CPUs on any machine (config_overrides); no slurmdbd: a jobcomp/filetxt log holds what
 # sacct would show. cred_expire is also how long a requeued job waits (120 s by default):
@@ -91,173 +91,6 @@ def missing():
     return None
   return ('Slurm and munge are not installed (no %s): apt-get install -y %s'
           % (', '.join(absent), ' '.join(PACKAGES)))
-
-
-# ---- What the guards read of /proc ---------------------------------------------------
-
-def _stat(pid):
-  """(state, parent pid) of `pid`, or None once it has ended."""
-  try:
-    with open('/proc/%d/stat' % pid) as stat:
-      fields = stat.read().rsplit(')', 1)[1].split()
-    return fields[0], int(fields[1])
-  except (OSError, IndexError, ValueError):
-    return None
-
-
-def _argv(pid):
-  """The command line of `pid` ([] once it has ended)."""
-  try:
-    with open('/proc/%d/cmdline' % pid, 'rb') as cmdline:
-      return [a.decode(errors='replace') for a in cmdline.read().split(b'\0')[:-1]]
-  except OSError:
-    return []
-
-
-def _environ(pid, name):
-  try:
-    with open('/proc/%d/environ' % pid, 'rb') as environ:
-      pairs = environ.read().decode(errors='replace').split('\0')
-  except OSError:
-    return None
-  return dict(p.split('=', 1) for p in pairs if '=' in p).get(name)
-
-
-def _pids():
-  return [int(entry) for entry in os.listdir('/proc') if entry.isdigit()]
-
-
-def alive(pid):
-  """True while `pid` runs (a zombie does not)."""
-  stat = _stat(pid)
-  return stat is not None and stat[0] not in ('Z', 'X')
-
-
-def is_keeper(argv):
-  """True for a keeper's command line (`python -S -m KEEPER keep ...`)."""
-  return any(argv[i:i + 3] == ['-m', KEEPER, 'keep'] for i in range(len(argv)))
-
-
-def _kept(pid):
-  """True when `pid` is a keeper or runs under one."""
-  while pid > 1 and _stat(pid):
-    if is_keeper(_argv(pid)):
-      return True
-    pid = _stat(pid)[1]
-  return False
-
-
-# ---- The guards: a child that dies with its parent, and the keeper ---------------------
-
-def _prctl(option, value):
-  if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
-    error = ctypes.get_errno()
-    raise OSError(error, 'prctl(%d): %s' % (option, os.strerror(error)))
-
-
-def die_with_parent(owner=None, signum=signal.SIGKILL):
-  """A `preexec_fn` (picklable): the child gets `signum` when the thread that started it
-  ends, whatever ended it (PR_SET_PDEATHSIG; a fork()ed child does not inherit it, so it
-  holds only for a program that stays in the foreground). `owner`, the pid that asked for
-  the start: if it ended before the setting was made, the child exits at once."""
-  _prctl(_PR_SET_PDEATHSIG, signum)
-  if os.getppid() == 1 or (owner is not None and not alive(owner)):
-    os._exit(1)  # pylint: disable=protected-access
-
-
-def keeper_command(argv, owner=None, user=None, grace_secs=10.0, clients_env=None):
-  """The argv that runs `argv` under a keeper owned by `owner` (this process by default):
-  a fresh interpreter without site-packages (-S), never a fork of a TensorFlow process."""
-  command = [sys.executable, '-S', '-m', KEEPER, 'keep',
-             '--owner=%d' % (os.getpid() if owner is None else owner),
-             '--grace_secs=%g' % grace_secs]
-  command += ['--user=%s' % user] if user else []
-  command += ['--clients_env=%s' % clients_env] if clients_env else []
-  return command + ['--'] + list(argv)
-
-
-def _end_everything_below():
-  """SIGKILL to every child (adopted orphans too, whose own children become ours as they
-  die and are killed in the next round), until none is left."""
-  me = os.getpid()
-  while True:
-    for pid in _pids():
-      if (_stat(pid) or ('', 0))[1] == me:
-        try:
-          os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-          pass
-    try:
-      os.waitpid(-1, 0)
-    except ChildProcessError:
-      return
-
-
-def keep(argv, owner, user=None, grace_secs=10.0, clients_env=None):
-  """Runs `argv` as a child that dies with this process, which is a child subreaper (what
-  the daemon leaves becomes ours). A SIGTERM, SIGINT or SIGHUP, or the owner's end, stops
-  it: SIGTERM, SIGKILL after `grace_secs`; then everything left under us is killed, and
-  the processes no keeper runs whose `clients_env` variable has our value (slurmctld's,
-  SLURM_CONF: an `sbatch --wait` of a gone controller polls forever). -> its status."""
-  _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-  stop = []
-  for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(signum, lambda signum, frame: stop.append(signum))
-  _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-  if os.getppid() != owner:
-    return 1   # The owner ended before the guard was set: start nothing.
-  extra = dict(user=user, group=user, extra_groups=[]) if user else {}
-  daemon = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
-                            **extra)
-  status, deadline = None, None
-  while status is None:
-    # os.kill, not Popen's methods: they would reap the daemon out of the loop below.
-    if (stop or os.getppid() != owner) and deadline is None:
-      os.kill(daemon.pid, signal.SIGTERM)
-      deadline = time.monotonic() + grace_secs
-    elif deadline is not None and time.monotonic() > deadline:
-      os.kill(daemon.pid, signal.SIGKILL)
-    while True:   # Reap what ended: the daemon, and orphans it left that we adopted.
-      try:
-        pid, wait_status = os.waitpid(-1, os.WNOHANG)
-      except ChildProcessError:
-        pid = 0
-      if pid == 0:
-        break
-      if pid == daemon.pid:
-        status = daemon.returncode = os.waitstatus_to_exitcode(wait_status)
-    time.sleep(0.1)
-  _end_everything_below()
-  value = os.environ.get(clients_env) if clients_env else None
-  for pid in _pids() if value else ():
-    if pid != os.getpid() and _environ(pid, clients_env) == value and not _kept(pid):
-      try:
-        os.kill(pid, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
-  return 128 - status if status < 0 else status
-
-
-def start_daemon(argv, out_path, env, user=None, clients_env=None):
-  """-> the keeper (subprocess.Popen) running `argv` (as `user`) for this process, in a
-  session of its own (a terminal's Ctrl-C reaches the owner, which stops it), its output
-  appended to `out_path`. Stop it with `stop_daemon`."""
-  with open(out_path, 'ab') as out:
-    return subprocess.Popen(
-        keeper_command(argv, user=user, grace_secs=10, clients_env=clients_env), cwd=ROOT,
-        env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-        start_new_session=True)
-
-
-def stop_daemon(keeper, grace_secs=20):
-  """SIGTERM to a keeper; SIGKILL after `grace_secs` (its daemon goes with it)."""
-  if keeper.poll() is None:
-    keeper.terminate()
-  try:
-    keeper.wait(grace_secs)
-  except subprocess.TimeoutExpired:
-    keeper.kill()
-    keeper.wait()
 
 
 # ---- The cluster ---------------------------------------------------------------------
@@ -384,7 +217,7 @@ def running(state_dir):
       pid = int(handle.read())
   except (OSError, ValueError):
     return None
-  ours = {KEEPER, 'serve', '--state_dir=' + state_dir} <= set(_argv(pid))
+  ours = {TOOL, 'serve', '--state_dir=' + state_dir} <= set(argv_of(pid))
   return pid if ours and alive(pid) else None
 
 
@@ -422,7 +255,7 @@ def start(state_dir, timeout=120):
                % MUNGE_KEY)
   if problem is None and running(state_dir):
     problem = ('a one-node Slurm already runs from %s (pid %d): stop it first, '
-               'python -m %s stop --state_dir=%s' % (state_dir, running(state_dir), KEEPER,
+               'python -m %s stop --state_dir=%s' % (state_dir, running(state_dir), TOOL,
                                                     state_dir))
   if problem:
     errors.print_error(problem)
@@ -433,7 +266,7 @@ def start(state_dir, timeout=120):
     os.remove(ready)
   with open(os.path.join(state_dir, LOG_FILE), 'ab') as log:
     supervisor = subprocess.Popen(
-        [sys.executable, '-S', '-m', KEEPER, 'serve', '--state_dir=' + state_dir], cwd=ROOT,
+        [sys.executable, '-S', '-m', TOOL, 'serve', '--state_dir=' + state_dir], cwd=ROOT,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)   # Outlives this command and its terminal.
   deadline = time.time() + timeout
@@ -451,7 +284,7 @@ def start(state_dir, timeout=120):
     time.sleep(0.2)
   print('export SLURM_CONF=%s' % os.path.join(state_dir, 'slurm.conf'))
   print('# one-node Slurm up (node %s, 16 CPUs, partitions main and urgent); stop it with: '
-        'python -m %s stop --state_dir=%s' % (_node_name(), KEEPER, state_dir),
+        'python -m %s stop --state_dir=%s' % (_node_name(), TOOL, state_dir),
         file=sys.stderr)
   return errors.OK
 
@@ -473,25 +306,13 @@ def stop(state_dir, timeout=120):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m ' + KEEPER, description=(
+  parser = argparse.ArgumentParser(prog='python -m ' + TOOL, description=(
       'Starts or stops a one-node Slurm (munged, slurmctld, slurmd) on this machine.'))
-  parser.add_argument('action', choices=('start', 'stop', 'serve', 'keep'),
-                      help='start or stop (serve and keep: what they run)')
-  parser.add_argument('--state_dir', help='Directory of slurm.conf, state and logs.')
-  parser.add_argument('--owner', type=int, help=argparse.SUPPRESS)
-  parser.add_argument('--user', help=argparse.SUPPRESS)
-  parser.add_argument('--grace_secs', type=float, default=10.0, help=argparse.SUPPRESS)
-  parser.add_argument('--clients_env', help=argparse.SUPPRESS)
-  argv = sys.argv[1:] if argv is None else list(argv)
-  split = argv.index('--') if '--' in argv else len(argv)   # A keeper's daemon after it.
-  options, command = parser.parse_args(argv[:split]), argv[split + 1:]
-  if options.action == 'keep':
-    if not command or options.owner is None:
-      parser.error('keep needs --owner=PID and a command after --')
-    return keep(command, options.owner, options.user, options.grace_secs,
-                options.clients_env)
-  if not options.state_dir or command:
-    parser.error('%s takes --state_dir=DIR and nothing else' % options.action)
+  parser.add_argument('action', choices=('start', 'stop', 'serve'),
+                      help='start or stop (serve: what start leaves running)')
+  parser.add_argument('--state_dir', required=True,
+                      help='Directory of slurm.conf, state and logs.')
+  options = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
   state_dir = os.path.abspath(options.state_dir)
   return {'start': start, 'stop': stop, 'serve': serve}[options.action](state_dir)
 
