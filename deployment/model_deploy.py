@@ -30,16 +30,24 @@ Semantics (what a training step computes)
       never on a GPU (summary kernels are CPU-only).
 
 Placement: `deployment_config` (where clones, variables, inputs and the optimizer go).
+
+With `variable_update='replicated'` each clone has its own copy of the variables and the
+clones' gradients are all-reduced instead of summed on one device (`deployment.replicated`
+says how); the losses, the regularization on the first clone, the update ops and the
+summaries are as above, and `deploy` returns the same DeployedModel.
 """
 
 import collections
 
+from deployment import replicated
 from deployment.deployment_config import (DeploymentConfig, SUMMARY_OP_TYPES,
-                                         VARIABLE_OP_TYPES, clone_device_fn)
+                                         VARIABLE_OP_TYPES, VARIABLE_UPDATES,
+                                         clone_device_fn)
 from tf_compat import tf, slim
 
 __all__ = ['Clone', 'DeployedModel', 'DeploymentConfig', 'create_clones',
-           'optimize_clones', 'deploy', 'VARIABLE_OP_TYPES', 'SUMMARY_OP_TYPES']
+           'optimize_clones', 'deploy', 'VARIABLE_OP_TYPES', 'SUMMARY_OP_TYPES',
+           'VARIABLE_UPDATES']
 
 Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device'])
 Clone.__doc__ = """One model copy: `outputs` of model_fn, its name `scope`, its `device`."""
@@ -65,12 +73,24 @@ def create_clones(config, model_fn, args=None, kwargs=None):
   args = args or []
   kwargs = kwargs or {}
   for i in range(config.num_clones):
+    regularization = list(tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES))
     with tf.name_scope(config.clone_scope(i)) as clone_scope:
       with tf.device(clone_device_fn(config, i)):
-        with tf.variable_scope(tf.get_variable_scope(), reuse=True if i > 0 else None):
+        with _clone_variable_scope(config, i):
           outputs = model_fn(*args, **kwargs)
       clones.append(Clone(outputs, clone_scope, config.clone_device(i)))
+    if getattr(config, 'replicated', False) and i > 0:
+      # A copy's regularizer (a layer adds its own): clone 0's counts, once.
+      tf.get_collection_ref(tf.GraphKeys.REGULARIZATION_LOSSES)[:] = regularization
   return clones
+
+
+def _clone_variable_scope(config, index):
+  """Clone `index` reuses clone 0's variables, or when replicated makes its copies."""
+  if getattr(config, 'replicated', False) and index > 0:
+    return tf.variable_scope(tf.get_variable_scope(),
+                             custom_getter=replicated.copy_getter(index))
+  return tf.variable_scope(tf.get_variable_scope(), reuse=True if index > 0 else None)
 
 
 def _cpu_of(device):
@@ -119,6 +139,17 @@ def _optimize_clone(optimizer, clone, num_clones, regularization_losses, **kwarg
   return sum_loss, clone_grad
 
 
+def _replica_var_lists(clones, kwargs):
+  """Each clone's `var_list` when every clone has its own copies: clone 0's (given, or
+  every trainable variable) mapped to clone i's copies."""
+  var_list = kwargs.get('var_list')
+  if var_list is None:
+    var_list = tf.trainable_variables() + tf.get_collection(
+        tf.GraphKeys.TRAINABLE_RESOURCE_VARIABLES)
+    var_list = list({id(var): var for var in var_list}.values())
+  return [replicated.copies_of(var_list, index) for index in range(len(clones))]
+
+
 def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   """Computes every clone's gradients and sums them (the mean, given the 1/N losses).
 
@@ -131,17 +162,22 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
 
   Returns:
     (total_loss, grads_and_vars): the scalar total loss over all clones, and a list of
-    (summed gradient, variable) for variables with a gradient.
+    (summed gradient, variable) for variables with a gradient. With replicated clones
+    (`replicated=True`) the gradients are not summed: each clone's list of (gradient,
+    its own copy), concatenated, for `replicated.all_reduce`.
   """
+  replicas = kwargs.pop('replicated', False)
   grads_and_vars = []
   clones_losses = []
   num_clones = len(clones)
+  var_lists = _replica_var_lists(clones, kwargs) if replicas else [None] * num_clones
   if regularization_losses is None:
     regularization_losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
-  for clone in clones:
+  for clone, var_list in zip(clones, var_lists):
+    clone_kwargs = dict(kwargs, var_list=var_list) if replicas else kwargs
     with tf.name_scope(clone.scope):
       clone_loss, clone_grad = _optimize_clone(
-          optimizer, clone, num_clones, regularization_losses, **kwargs)
+          optimizer, clone, num_clones, regularization_losses, **clone_kwargs)
       if clone_loss is not None:
         clones_losses.append(clone_loss)
         grads_and_vars.append(clone_grad)
@@ -149,7 +185,17 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
         # Only the first clone with a loss carries the regularization.
         regularization_losses = None
   total_loss = tf.add_n(clones_losses, name='total_loss') if clones_losses else None
+  if replicas:
+    return total_loss, _with_gradients_in_every_clone(grads_and_vars)
   return total_loss, _sum_clones_gradients(grads_and_vars)
+
+
+def _with_gradients_in_every_clone(clone_grads):
+  """The clones' (gradient, copy) lists concatenated, keeping the positions where
+  every clone has a gradient (the copies are the same model)."""
+  keep = [all(grads[i][0] is not None for grads in clone_grads)
+          for i in range(len(clone_grads[0]))]
+  return [pair for grads in clone_grads for pair, kept in zip(grads, keep) if kept]
 
 
 def _sum_clones_gradients(clone_grads):
@@ -192,16 +238,17 @@ def _add_gradients_summaries(grads_and_vars):
   return summaries
 
 
-def _clip_gradients(grads_and_vars, clip_norm):
-  """Returns (clipped grads_and_vars, summary of the global norm before clipping)."""
+def _clip_gradients(grads_and_vars, clip_norm, summarize=True):
+  """Returns (clipped grads_and_vars, summary of the global norm before clipping, or
+  None when not `summarize`)."""
   grads, variables = zip(*grads_and_vars)
   clipped, global_norm = tf.clip_by_global_norm(list(grads), clip_norm)
-  summary = tf.summary.scalar('gradient_global_norm', global_norm)
+  summary = tf.summary.scalar('gradient_global_norm', global_norm) if summarize else None
   return list(zip(clipped, variables)), summary
 
 
 def _build_train_op(config, clones, optimizer, global_step, update_ops, options):
-  """Gradients, clipping, update, moving averages.
+  """Gradients (all-reduced when replicated), clipping, update, moving averages.
 
   Returns:
     (train_op, total_loss, summaries made here).
@@ -209,24 +256,26 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
   var_list = options.var_list() if callable(options.var_list) else options.var_list
   if var_list is not None and not list(var_list):
     raise ValueError('variables_to_train is empty: no variable would be trained')
-  total_loss, grads_and_vars = options.optimize_fn(
-      clones, optimizer, **({'var_list': list(var_list)} if var_list is not None else {}))
+  kwargs = {'var_list': list(var_list)} if var_list is not None else {}
+  if getattr(config, 'replicated', False):
+    kwargs['replicated'] = True
+  total_loss, grads_and_vars = options.optimize_fn(clones, optimizer, **kwargs)
   if not grads_and_vars:
     raise ValueError('no variable receives a gradient from the clones\' losses: check '
                      'that model_fn adds its loss to the LOSSES collection and that '
                      'variables_to_train is not empty')
+  per_clone = [grads_and_vars]
+  if kwargs.get('replicated'):
+    per_clone = replicated.split_by_clone(replicated.all_reduce(config, grads_and_vars),
+                                          len(clones))
   summaries = []
   with tf.device(config.summary_device()):
     if options.summarize_gradients:
-      summaries += _add_gradients_summaries(grads_and_vars)
-  if options.clip_gradient_norm:
-    grads_and_vars, norm_summary = _clip_gradients(grads_and_vars,
-                                                   options.clip_gradient_norm)
-  else:
-    norm_summary = tf.summary.scalar('gradient_global_norm', tf.linalg.global_norm(
-        [grad for grad, _ in grads_and_vars if grad is not None]))
+      summaries += _add_gradients_summaries(per_clone[0])
+  per_clone, norm_summary = _clip_or_measure(per_clone, options.clip_gradient_norm)
   summaries.append(norm_summary)
-  grad_updates = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+  grad_updates = optimizer.apply_gradients(
+      [pair for clone in per_clone for pair in clone], global_step=global_step)
   updates = [grad_updates] + list(update_ops)
   if options.moving_average is not None:
     # Averages follow the weights *after* this step's update.
@@ -235,6 +284,18 @@ def _build_train_op(config, clones, optimizer, global_step, update_ops, options)
   with tf.control_dependencies([tf.group(*updates)]):
     train_op = tf.identity(total_loss, name='train_op')
   return train_op, total_loss, summaries
+
+
+def _clip_or_measure(per_clone, clip_norm):
+  """-> (each clone's gradients clipped to the global norm `clip_norm` when > 0, the
+  summary of the first clone's global norm before clipping). One list per clone when
+  replicated (each clone clips its own, identical, all-reduced gradients), else one."""
+  if clip_norm:
+    clipped = [_clip_gradients(grads, clip_norm, summarize=index == 0)
+               for index, grads in enumerate(per_clone)]
+    return [grads for grads, _ in clipped], clipped[0][1]
+  return per_clone, tf.summary.scalar('gradient_global_norm', tf.linalg.global_norm(
+      [grad for grad, _ in per_clone[0] if grad is not None]))
 
 
 DeployOptions = collections.namedtuple('DeployOptions', [
@@ -282,6 +343,9 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
       train_op, total_loss, own_summaries = _build_train_op(
           config, clones, optimizer, global_step, update_ops, options)
       summaries |= set(own_summaries)
+      if getattr(config, 'replicated', False):
+        replicated.keep_one_copy()
+        replicated.sync_op(config)
     else:
       total_loss = _gather_losses_only(clones)
   with tf.device(config.summary_device()):

@@ -11,7 +11,7 @@ config declares the two fields (`deployment.session.gpu_options`) gets its confi
 
 from tf_compat import tf
 
-__all__ = ['make_session_config', 'session_config_for', 'num_cpu_devices']
+__all__ = ['make_session_config', 'session_config_for', 'num_cpu_devices', 'uses_nccl']
 
 
 def num_cpu_devices(deploy_config):
@@ -37,14 +37,15 @@ def make_session_config(deploy_config=None, gpu_allow_growth=True, gpu_memory_fr
 
   Returns:
     A `tf.ConfigProto`. With `clone_on_cpu` it declares one logical CPU device per
-    clone, so clone i's ops really run on `/device:CPU:i`.
+    clone, so clone i's ops really run on `/device:CPU:i`. Replicated clones on GPUs
+    get `experimental.collective_nccl` (their all-reduce runs NCCL's kernels).
   """
   if not 0.0 <= gpu_memory_fraction <= 1.0:
     raise ValueError('gpu_memory_fraction=%r must be in [0, 1] (0 = no cap)'
                      % (gpu_memory_fraction,))
   gpu_options = tf.GPUOptions(allow_growth=bool(gpu_allow_growth),
                               per_process_gpu_memory_fraction=float(gpu_memory_fraction))
-  return tf.ConfigProto(
+  config = tf.ConfigProto(
       device_count={'CPU': num_cpu_devices(deploy_config)},
       gpu_options=gpu_options,
       allow_soft_placement=allow_soft_placement,
@@ -52,6 +53,15 @@ def make_session_config(deploy_config=None, gpu_allow_growth=True, gpu_memory_fr
       intra_op_parallelism_threads=intra_op_threads,
       inter_op_parallelism_threads=inter_op_threads,
       device_filters=list(device_filters or []))
+  if uses_nccl(deploy_config):
+    config.experimental.collective_nccl = True
+  return config
+
+
+def uses_nccl(deploy_config):
+  """Whether the deployment all-reduces between GPUs (replicated, clones on GPUs)."""
+  return (deploy_config is not None and getattr(deploy_config, 'replicated', False)
+          and not deploy_config.clone_on_cpu)
 
 
 def session_config_for(config, deploy_config=None):
