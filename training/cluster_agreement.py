@@ -10,13 +10,18 @@ exit 2, and a worker that refuses leaves for good). The variable is outside the 
 collection: never saved in a checkpoint, never part of the model's initialization, so a
 resumed job compares the settings of this start, not of the run that wrote the
 checkpoint. A restarted chief writes them again.
+
+Without parameter servers there is no shared variable: `BroadcastAgreement` sends the
+chief's settings to the others by a collective broadcast, compared the same way.
 """
 
 import hashlib
 import json
 import time
 
+import numpy as np
 from absl import logging
+from tensorflow.python.ops import collective_ops
 
 from core.errors import ConfigError
 from tf_compat import tf
@@ -28,7 +33,7 @@ _MODEL_FLAGS = ('model_name', 'dataset_name', 'dataset_split_name', 'labels_offs
                 'train_image_size', 'clip_frames', 'optimizer', 'weight_decay',
                 'label_smoothing', 'moving_average_decay', 'clip_gradient_norm',
                 'mixed_precision', 'loss_scale', 'xla', 'worker_replicas', 'num_ps_tasks',
-                'trainable_scopes')
+                'trainable_scopes', 'variable_update', 'gradient_repacking')
 AGREED_FLAGS = _MODEL_FLAGS + tuple(
     flag for flag in optimization.SCHEDULE_FLAGS if flag not in _MODEL_FLAGS)
 
@@ -95,14 +100,66 @@ class ClusterAgreement:
       return
     while not sess.run(self._written):
       time.sleep(poll_secs)
-    chiefs = json.loads(sess.run(self._variable).decode())
-    difference = first_difference(self.settings, chiefs)
-    if difference is None:
-      logging.info('Settings agree with the chief\'s: digest %s', digest(self.settings))
+    check_against_chief(self.settings, json.loads(sess.run(self._variable).decode()),
+                        self._task)
+
+
+def check_against_chief(own, chiefs, task):
+  """Logs the agreement, or raises ConfigError naming the first setting that differs."""
+  difference = first_difference(own, chiefs)
+  if difference is None:
+    logging.info('Settings agree with the chief\'s: digest %s', digest(own))
+    return
+  name, mine, theirs = difference
+  raise ConfigError(
+      'worker %d does not train what the chief trains: %s here, %s on the chief '
+      '(worker 0); start every task with the same flags (digest %s here, %s on the '
+      'chief)' % (task, _named(name, mine), _named(name, theirs), digest(own),
+                  digest(chiefs)))
+
+
+class BroadcastAgreement:
+  """Workers without parameter servers: the chief's settings reach the others by a
+  collective broadcast between the workers' CPUs, in a session of its own made before
+  the training session, so before the model's first collective: a worker whose graph
+  differs is refused in one line instead of waiting in a collective that never matches.
+  Its group and instance keys are its own (deployment.replicated uses 1 and 2).
+
+  `settle(target, session_config)`: run once per start, under the start-up timeout.
+  """
+
+  GROUP_KEY, INSTANCE_KEY = 3, 1
+  MAX_BYTES = 1 << 16
+
+  def __init__(self, settings, deploy_config, task, is_chief):
+    self.settings = settings
+    self._deploy_config, self._task, self._is_chief = deploy_config, task, is_chief
+
+  def _payload(self):
+    text = json.dumps(self.settings, sort_keys=True).encode()
+    if len(text) >= self.MAX_BYTES:
+      raise ConfigError('the settings every worker must share take %d bytes, more than the '
+                        '%d the agreement broadcasts' % (len(text), self.MAX_BYTES))
+    padded = np.zeros([self.MAX_BYTES + 1], np.int32)
+    padded[0] = len(text)
+    padded[1:len(text) + 1] = np.frombuffer(text, np.uint8)
+    return padded
+
+  def settle(self, target, session_config):
+    config = self._deploy_config
+    shape, workers = [self.MAX_BYTES + 1], config.num_replicas
+    with tf.Graph().as_default(), tf.device(config.optimizer_device()):
+      if self._is_chief:
+        op = collective_ops.broadcast_send(tf.constant(self._payload()), shape, tf.int32,
+                                           workers, self.GROUP_KEY, self.INSTANCE_KEY)
+      else:
+        op = collective_ops.broadcast_recv(shape, tf.int32, workers, self.GROUP_KEY,
+                                           self.INSTANCE_KEY)
+      with tf.Session(target, config=session_config) as sess:
+        received = sess.run(op)
+    if self._is_chief:
+      logging.info('Settings every worker must share: digest %s (%d settings), sent to the '
+                   'other %d workers', digest(self.settings), len(self.settings), workers - 1)
       return
-    name, own, theirs = difference
-    raise ConfigError(
-        'worker %d does not train what the chief trains: %s here, %s on the chief '
-        '(worker 0); start every task with the same flags (digest %s here, %s on the '
-        'chief)' % (self._task, _named(name, own), _named(name, theirs),
-                    digest(self.settings), digest(chiefs)))
+    text = received[1:received[0] + 1].astype(np.uint8).tobytes().decode()
+    check_against_chief(self.settings, json.loads(text), self._task)

@@ -46,6 +46,16 @@ class TrainConfig:
       0, 'The chief also saves every this many global steps (whichever comes first); '
       '0 = off.')
   task: int = param(0, 'Task id of the replica running the training.')
+  variable_update: str = param(
+      'parameter_server', 'How clones and workers share the variables: parameter_server '
+      '(one copy; the clones\' gradients summed on one device, parameter servers between '
+      'machines) or replicated (a copy per clone, the gradients all-reduced: NCCL between '
+      'GPUs, a ring over gRPC between workers; workers without parameter servers, '
+      '--num_ps_tasks=0, need it). docs/deployment.md.')
+  gradient_repacking: int = param(
+      2, 'With --variable_update=replicated: the gradients are packed into this many flat '
+      'tensors per dtype before the all-reduce (fewer collectives; more overlap with the '
+      'backward pass as it grows).')
   gpu_allow_growth: bool = gpu_allow_growth_param()
   gpu_memory_fraction: float = gpu_memory_fraction_param()
   # Optimizer.

@@ -22,6 +22,7 @@ import time
 import numpy as np
 from absl import logging
 
+from deployment import replicated
 from tf_compat import tf
 
 __all__ = ['PreciseBatchNorm', 'global_statistics']
@@ -80,7 +81,8 @@ def _find_layers(clones):
           update.name.endswith('/AssignMovingAvg')
           and update.inputs[0].op.name.endswith('/moving_mean')):
         continue
-      name = update.inputs[0].op.name[:-len('/moving_mean')]
+      # A replicated clone's copy counts for clone 0's layer (deployment.replicated).
+      name = replicated.original_name(update.inputs[0].op.name)[:-len('/moving_mean')]
       tensor, fused = _layer_input(update.graph, update.name[:-len('/AssignMovingAvg')])
       if name not in found:
         found[name] = Layer(name, variables[name + '/moving_mean'],

@@ -24,28 +24,30 @@ the edges (tensorflow#7970, #5022, #11753, #13779; models#6566):
   * In a cluster, or reading from a tf.data service, a `Watchdog` ends a task that waits
     too long (a missing or dead task, no data worker left) with one line and exit status
     138, and unblocks a stopping task stuck in a step.
+  * Workers without parameter servers (`owns_model`: --variable_update=replicated) each
+    initialize (or the chief restores) their own copy of the model; the local init op
+    then runs deployment.replicated's sync (worker 0's values to every worker and clone),
+    and only the chief writes. Every step waits for every worker, so the watchdog names
+    the silent one.
 """
 
 import collections
 import contextlib
 import dataclasses
-import os
-import sys
-import threading
-import time
 
 from absl import logging
 
-from core import errors, heap
+from core import heap
+from deployment.replicated import REPLICA_SYNC
 from tf_compat import tf
 from training.cadence import Cadence
 from training.checkpoint_saves import CheckpointSaves
 from training.supervisor import make_supervisor
+from training.watchdog import EXIT_CLUSTER_FAILURE, Watchdog, flush_and_exit
 
 __all__ = ['LoopTimeouts', 'supervised_train', 'Watchdog', 'EXIT_CLUSTER_FAILURE',
            'flush_and_exit']
 
-EXIT_CLUSTER_FAILURE = errors.CLUSTER  # Kubeflow TFJob's ExitCode policy: user-defined retryable.
 
 LoopOps = collections.namedtuple('LoopOps', [
     'init_op', 'ready_op', 'local_init_op', 'ready_for_local_init_op', 'global_ready_op',
@@ -101,8 +103,11 @@ def _loop_ops(train_op, global_step, is_chief, sync_optimizer, distributed,
     global_ready_op = None
     if distributed and is_chief:
       global_ready_op = tf.report_uninitialized_variables(tf.global_variables() + [flag])
+    # The replicas' sync orders itself after the copies' initializers (its own control
+    # inputs) and runs after init_op or the restore, as the local init op does.
     local_init_op = tf.group(tf.local_variables_initializer(), tf.tables_initializer(),
-                             *(chief_inits if is_chief else []))
+                             *((chief_inits if is_chief else []) +
+                               tf.get_collection(REPLICA_SYNC)))
     ready_for_local_init_op = None
     if sync_optimizer is not None:
       # This orders only the new group op: the ops inside were built before, and the
@@ -222,11 +227,30 @@ def _finish(sess, saves, finished, finish_fn, watchdog):
   saves.final(sess)
 
 
+def _supervise(train_op, logdir, is_chief, owns_model, in_cluster, global_step, init_fn,
+               sync_optimizer, worker_stats, timeouts, cadence):
+  """-> (LoopOps, Supervisor, its session manager, the chief's CheckpointSaves or None).
+  A worker that owns its model initializes it like the chief, but restores and writes
+  nothing: the sync brings worker 0's model."""
+  initializes = is_chief or owns_model
+  on_servers = in_cluster and not owns_model
+  with train_op.graph.as_default():
+    ops = _loop_ops(train_op, global_step, initializes, sync_optimizer, on_servers,
+                    worker_stats)
+  sv, manager, checkpoint_saver = make_supervisor(
+      ops, logdir if is_chief else None, initializes, global_step,
+      init_fn if is_chief else None, on_servers, timeouts)
+  saves = None
+  if is_chief and logdir:
+    saves = CheckpointSaves(checkpoint_saver, logdir, global_step, cadence)
+  return ops, sv, manager, saves
+
+
 def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
                      finish_fn=None, before_steps=None, absent_tasks=None,
-                     input_state=None):
+                     input_state=None, owns_model=False, before_session=None):
   """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
@@ -239,21 +263,21 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   step, under the start-up timeout (training.cluster_agreement's check of the chief's
   settings). The Watchdog is armed in a cluster (`master` set) or with `input_state` (->
   '' or '; why no input comes'); its time-out line names the tasks `absent_tasks()` finds
-  (deployment.cluster.ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats. -> True when
-  training ran to its end (steps or inputs), False when `stop_event` ended it."""
-  with train_op.graph.as_default():
-    ops = _loop_ops(train_op, global_step, is_chief, sync_optimizer, bool(master),
-                    worker_stats)
-  sv, manager, checkpoint_saver = make_supervisor(ops, logdir, is_chief, global_step,
-                                                  init_fn, bool(master), timeouts)
-  saves = None
-  if is_chief and logdir:
-    saves = CheckpointSaves(checkpoint_saver, logdir, global_step,
-                            Cadence(save_interval_steps, save_interval_secs))
+  (deployment.cluster.ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats.
+  `owns_model`: a worker of a cluster without ps (module doc); `before_session()` runs
+  under the start-up timeout before the session (their settings agreement, before any
+  collective). -> True when training ran to its end, False when `stop_event` ended it."""
+  ops, sv, manager, saves = _supervise(
+      train_op, logdir, is_chief, owns_model, bool(master), global_step, init_fn,
+      sync_optimizer, worker_stats, timeouts, Cadence(save_interval_steps,
+                                                      save_interval_secs))
   watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None,
-                       absent_tasks=absent_tasks, input_state=input_state)
+                       absent_tasks=absent_tasks, input_state=input_state,
+                       all_reduce=owns_model)
               if master or input_state else None)
   with watchdog or contextlib.nullcontext():
+    if before_session is not None:
+      before_session()
     # The watchdog owns the start-up timeout (it also covers a session creation that
     # waits for a missing parameter server, which max_wait_secs does not).
     sess = sv.prepare_or_wait_for_session(
@@ -284,197 +308,3 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   return finished
 
 
-def flush_and_exit(code):
-  """Flushes output and ends the process with `code`, skipping interpreter teardown.
-
-  TensorFlow's gRPC server has no clean shutdown (GrpcServer::Stop is unimplemented),
-  tearing the interpreter down around one takes seconds, and a thread blocked in a
-  TensorFlow call cannot be stopped any other way.
-  """
-  for stream in (sys.stdout, sys.stderr):
-    with contextlib.suppress(Exception):
-      stream.flush()
-  with contextlib.suppress(Exception):
-    logging.flush()
-  os._exit(code)  # pylint: disable=protected-access
-
-
-class Watchdog:
-  """Ends a cluster task that waits too long, with one clear line (tensorflow#5022).
-
-  Phases: 'startup' (until the session is ready), 'training' (each finished step re-arms
-  the step timeout), 'finishing' (final save and shutdown, also under the step timeout).
-  A step blocked inside TensorFlow cannot be interrupted from Python, so on a timeout the
-  watchdog prints `error: <reason>` and ends the process with status 138: restarted by
-  its orchestrator, the task rejoins (a worker) or resumes (the chief).
-
-  On a stop request (`stop_event`, set by SIGTERM/SIGINT) during start-up the task ends
-  at once with status 0: it has trained nothing. During training, a step that has not
-  ended `stop_grace_secs` after the request is unblocked with one sync token (a
-  synchronous step waits for a token that a stopped peer will never help produce); if it
-  still has not ended after another `stop_grace_secs`, the task ends: status 0 for a
-  non-chief worker, 138 for the chief (it could not save).
-  """
-
-  POLL_SECS = 0.2
-  STATE_TIMEOUT_SECS = 5.0  # Reading the synchronous state from a parameter server.
-
-  def __init__(self, timeouts, stop_event, is_chief, sync, exit_fn=flush_and_exit,
-               clock=time.monotonic, absent_tasks=None, input_state=None):
-    self._timeouts = timeouts
-    self._input_state = input_state
-    self._absent_tasks = absent_tasks
-    self._stop_event = stop_event
-    self._is_chief = is_chief
-    self._sync = sync
-    self._exit = exit_fn
-    self._clock = clock
-    self._lock = threading.Lock()
-    self._phase = 'startup'
-    self._since = clock()
-    self._stop_seen = None
-    self._unblock = None
-    self._unblocked = False
-    self._state = None
-    self._done = threading.Event()
-    self._thread = None
-
-  def __enter__(self):
-    self._thread = threading.Thread(target=self._watch, name='watchdog', daemon=True)
-    self._thread.start()
-    return self
-
-  def __exit__(self, *exc_info):
-    self._done.set()
-    self._thread.join()
-
-  def enter(self, phase, sess=None, unblock_op=None, state_op=None):
-    """`state_op`: deployment.sync_replicas' state, read for a synchronous time-out."""
-    with self._lock:
-      if phase != self._phase:
-        self._phase, self._since = phase, self._clock()
-      if sess is not None and unblock_op is not None:
-        self._unblock = lambda: sess.run(unblock_op)
-      if sess is not None and state_op is not None:
-        self._state = lambda: sess.run(state_op, options=tf.RunOptions(
-            timeout_in_ms=int(1000 * self.STATE_TIMEOUT_SECS)))
-
-  def beat(self):
-    with self._lock:
-      self._since = self._clock()
-
-  def _watch(self):
-    while not self._done.wait(self.POLL_SECS):
-      verdict = self.check()
-      if verdict is not None and not self._done.is_set():
-        code, message = verdict
-        if code:
-          print('error: %s' % message, file=sys.stderr)
-        logging.info('Watchdog: %s; exiting with status %d', message, code)
-        self._exit(code)
-        return
-
-  def check(self):
-    """(exit status, reason) when the task must end now, else None; may unblock."""
-    with self._lock:
-      now, phase, since = self._clock(), self._phase, self._since
-    stop = self._stop_verdict(now, phase)
-    if stop is not None:
-      return stop
-    limit = (self._timeouts.startup_timeout_secs if phase == 'startup'
-             else self._timeouts.step_timeout_secs)
-    if limit and now - since > limit:
-      return EXIT_CLUSTER_FAILURE, self._timeout_reason(phase, limit)
-    return None
-
-  def _stop_verdict(self, now, phase):
-    if self._stop_event is None or not self._stop_event.is_set():
-      return None
-    if self._stop_seen is None:
-      self._stop_seen = now
-    if phase == 'startup':
-      return 0, 'stopped by a signal before training began'
-    waited, grace = now - self._stop_seen, self._timeouts.stop_grace_secs
-    if phase == 'training' and waited > grace and self._unblock and not self._unblocked:
-      self._unblocked = True
-      logging.info('Stop requested %.0f s ago and the step has not ended: adding a sync '
-                   'token to unblock it', waited)
-      with contextlib.suppress(Exception):
-        self._unblock()
-    if phase == 'training' and waited > 2 * grace:
-      if self._is_chief:
-        return EXIT_CLUSTER_FAILURE, ('stopped by a signal, but the step in progress did '
-                                      'not end within %g s: no final checkpoint' % (2 * grace))
-      return 0, 'stopped by a signal; the step in progress did not end within %g s' % (
-          2 * grace)
-    return None
-
-  def _missing(self, phase):
-    """'; not answering: worker 1 (h:p), ...' of the tasks this phase waits for (the
-    parameter servers; at start-up a worker also waits for the chief, a synchronous
-    step for every worker), or ''."""
-    if self._absent_tasks is None:
-      return ''
-
-    def waited_for(job, index):
-      if job == 'ps':
-        return True
-      if phase == 'startup':
-        return index == 0 and not self._is_chief
-      return phase == 'training' and self._sync
-
-    names = ['%s %d (%s)' % ('the chief, worker' if (job, index) == ('worker', 0) else job,
-                              index, host)
-             for job, index, host in self._absent_tasks() if waited_for(job, index)]
-    return '; not answering: %s' % ', '.join(names) if names else ''
-
-  def _sync_state(self):
-    """'; at the time-out: global step 19, gradients held by the 5 accumulators 1 to 1,
-    tokens waiting per worker 0,0, step of each worker's last gradient 19,-1', or '' when
-    there is no state to read or the parameter server does not answer in time."""
-    if self._state is None:
-      return ''
-    try:
-      state = self._state()
-    except Exception:  # pylint: disable=broad-except  (a silent ps: the line says enough)
-      return ''
-    join = lambda values: ','.join(str(int(v)) for v in values)
-    held = state['held']
-    return ('; at the time-out: global step %d, gradients held by the %d accumulators %d to '
-            '%d, tokens waiting per worker %s, step of each worker\'s last gradient %s' % (
-                state['global_step'], len(held), min(held, default=0), max(held, default=0),
-                join(state['tokens']), join(state['sent'])))
-
-  def _timeout_reason(self, phase, limit):
-    missing = self._missing(phase)
-    if phase == 'startup':
-      who = ('a parameter server does not answer' if self._is_chief else
-             'the chief (worker 0) has not initialized the model, or a parameter server '
-             'does not answer')
-      return ('the training session was not ready after %g s (--startup_timeout_secs): '
-              '%s%s; start the missing task (docs/cluster.md)' % (limit, who, missing))
-    inputs = self._input_state() if self._input_state and phase == 'training' else ''
-    if inputs:
-      return ('no training step finished for %g s (--step_timeout_secs): no input comes%s%s'
-              % (limit, inputs, missing))
-    if self._input_state and phase == 'training' and not missing and not self._sync:
-      # The service answers with data workers, and no parameter server is known to be
-      # silent: blaming one (the line below) was wrong when a restarted dispatcher had not
-      # yet been rejoined, and outside a cluster there is none.
-      return ('no training step finished for %g s (--step_timeout_secs): the step waits for '
-              'its input from the tf.data service, whose dispatcher and data workers answer: '
-              'a restarted dispatcher not yet rejoined, or data workers too slow for the '
-              'step%s (docs/data_service.md)' % (
-                  limit, '' if self._absent_tasks is None else
-                  '; every parameter server answers too, unless one hangs'))
-    if phase == 'finishing':
-      return ('the end of training (final checkpoint, shutdown) did not finish within %g s '
-              '(--step_timeout_secs): a parameter server does not answer%s' % (limit, missing))
-    if self._sync:
-      return ('no training step finished for %g s (--step_timeout_secs): synchronous '
-              'training waits for --replicas_to_aggregate gradients and for the chief\'s '
-              'update each step, so a worker is missing (never started, or ended) or a '
-              'parameter server hangs%s%s; start the missing task, it rejoins '
-              '(docs/cluster.md)' % (limit, missing, self._sync_state()))
-    return ('no training step finished for %g s (--step_timeout_secs): a parameter server '
-            'does not answer%s (docs/cluster.md)' % (limit, missing))

@@ -93,6 +93,26 @@ def _check_replicas(config):
            % (config.replicas_to_aggregate, config.worker_replicas))
 
 
+def _check_variable_update(config):
+  updates = model_deploy.VARIABLE_UPDATES
+  require(config.variable_update in updates, '--variable_update=%s is not known; valid: %s'
+          % (config.variable_update, ', '.join(updates)))
+  require(config.gradient_repacking >= 1, '--gradient_repacking=%d must be >= 1'
+          % config.gradient_repacking)
+  if config.variable_update == 'replicated':
+    require(config.num_ps_tasks == 0, '--variable_update=replicated keeps the variables on '
+            'the workers, all-reduced without parameter servers: --num_ps_tasks=%d must be '
+            '0 (or use --variable_update=parameter_server)' % config.num_ps_tasks)
+    require(not config.sync_replicas, '--sync_replicas is for workers with parameter '
+            'servers; with --variable_update=replicated every step all-reduces every '
+            'worker\'s gradients, synchronous already: drop --sync_replicas')
+  else:
+    require(config.worker_replicas == 1 or config.num_ps_tasks > 0, '--worker_replicas=%d '
+            'with --num_ps_tasks=0: workers without parameter servers all-reduce their '
+            'gradients, which needs --variable_update=replicated (or give parameter servers)'
+            % config.worker_replicas)
+
+
 def _check_optimizer(config):
   names = sorted(optimization.OPTIMIZERS)
   require(config.optimizer in optimization.OPTIMIZERS,
@@ -334,7 +354,8 @@ def _deploy_config(config):
     return model_deploy.DeploymentConfig(
         num_clones=config.num_clones, clone_on_cpu=config.clone_on_cpu,
         replica_id=config.task, num_replicas=config.worker_replicas,
-        num_ps_tasks=config.num_ps_tasks)
+        num_ps_tasks=config.num_ps_tasks, variable_update=config.variable_update,
+        gradient_repacking=config.gradient_repacking)
   except ValueError as error:
     raise ConfigError('deployment flags: %s' % error) from None
 
@@ -344,6 +365,7 @@ def check_train_config(config):
   require(config.train_dir, '--train_dir is required: where checkpoints and summaries go')
   _check_positive_ints(config)
   _check_replicas(config)
+  _check_variable_update(config)
   _check_optimizer(config)
   _check_learning_rate(config)
   check_mixed_precision(config)

@@ -19,7 +19,6 @@ from absl import logging
 
 from deployment import accumulation, precision, sync_replicas, worker_stats, xla
 from deployment.cluster import ps_cluster
-from deployment.trace import placement, traffic
 from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
 from deployment.session.precision_options import uses_loss_scale
 from deployment.session.session_config import make_session_config
@@ -30,7 +29,7 @@ from core.errors import DataError
 from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
 from training import (cluster_agreement, divergence, optimization, precise_bn,
-                      repeatability, run_record, summaries, summary_gate)
+                      repeatability, run_record, start_lines, summaries, summary_gate)
 from training.cadence import Cadence
 from training.draws import Draws
 from training.example_ids import ExampleIds
@@ -158,18 +157,28 @@ def _fine_tune_init_fn(setup):
 
 
 def _agreement(setup):
-  """In a cluster, the chief's settings every worker checks before its first step."""
+  """In a cluster, the chief's settings every worker checks before its first step: on
+  the parameter servers, or without them broadcast before the session."""
   config = setup.config
   if not config.master:
     return None
+  settings = cluster_agreement.agreed_settings(setup)
+  if _owns_model(config):
+    return cluster_agreement.BroadcastAgreement(settings, setup.deploy_config, config.task,
+                                                config.is_chief)
   return cluster_agreement.ClusterAgreement(
-      cluster_agreement.agreed_settings(setup),
-      setup.deploy_config.variables_device(), config.task, config.is_chief)
+      settings, setup.deploy_config.variables_device(), config.task, config.is_chief)
+
+
+def _owns_model(config):
+  """A worker of a cluster without parameter servers keeps (and starts) its own copy."""
+  return bool(config.master) and config.num_ps_tasks == 0
 
 
 def _worker_stats(config, global_step):
-  """The cluster's per-worker counters (deployment.worker_stats), or None alone."""
-  if not config.master:
+  """The parameter servers' per-worker counters (deployment.worker_stats), or None alone
+  or without parameter servers (every worker runs every step)."""
+  if not config.master or _owns_model(config):
     return None
   return worker_stats.WorkerStats(config.worker_replicas, config.task, global_step.device)
 
@@ -291,65 +300,6 @@ def _data_workers(setup):
   return workers
 
 
-def _log_startup(setup):
-  config = setup.config
-  deploy_config = setup.deploy_config
-  # What the flags ask for; the Placement lines after the first step say where they ran.
-  asked = ', '.join(deploy_config.clone_device(i) or 'the default device'
-                    for i in range(config.num_clones))
-  logging.info('Topology: worker task %d of %d, %d clone(s) asked for %s, %d ps task(s), %s',
-               config.task, config.worker_replicas, config.num_clones, asked,
-               config.num_ps_tasks, 'sync' if config.sync_replicas else
-               ('async' if config.worker_replicas > 1 else 'local'))
-  logging.info('Batch: %s, %d per worker step, %d global (mean gradient per '
-               'update); %d examples in %s/%s, %.1f steps per epoch',
-               run_record.per_clone_batch(config),
-               optimization.examples_per_worker_step(config),
-               setup.global_batch, setup.dataset.num_samples, config.dataset_name,
-               config.dataset_split_name, setup.steps_per_epoch)
-  inputs = setup.input.describe(setup.input_settings, setup.dataset)
-  logging.info('Model %s on %s%s; optimizer %s; learning rate %s', config.model_name,
-               inputs, ''.join(', %s=%s' % item for item in setup.network_kwargs.items()),
-               config.optimizer,
-               optimization.describe_schedule(config, setup.dataset.num_samples))
-  if config.mixed_precision != 'float32' or config.xla:
-    logging.info('Precision: compute in %s, variables and checkpoints in float32%s; XLA %s',
-                 config.mixed_precision, (
-                     ', dynamic loss scale from %g (doubles after %d good steps)'
-                     % (config.loss_scale, config.loss_scale_growth_steps)
-                     if uses_loss_scale(config.mixed_precision) else ''),
-                 'on' if config.xla else 'off')
-  if config.max_number_of_epochs is not None:
-    logging.info('Stop: --max_number_of_epochs=%g is %d steps of the global batch of %d '
-                 '(%d examples)', config.max_number_of_epochs, config.max_number_of_steps,
-                 setup.global_batch, setup.dataset.num_samples)
-  logging.info('%s', repeatability.describe(config, setup.input_settings.service))
-  if setup.resume_checkpoint:
-    logging.info('Resuming from %s', setup.resume_checkpoint)
-
-
-def _first_step(setup, run_metadata, summary_writer):
-  """After the first (traced) step: where the clones really ran, not where the flags
-  asked; the run's flags and topology in TensorBoard (the chief's writer)."""
-  config = setup.config
-  run_record.write_run_summaries(setup, summary_writer)
-  placements = placement.clone_placement(run_metadata, setup.deploy_config)
-  for line in placement.describe_placement(placements):
-    logging.info('Placement: %s', line)
-  if config.mixed_precision != 'float32' or config.xla:
-    logging.info('Compute (--mixed_precision=%s%s): %s; %s', config.mixed_precision,
-                 ', --xla' if config.xla else '',
-                 precision.describe_compute(precision.compute_dtypes(run_metadata)),
-                 xla.describe_xla(xla.xla_clusters(run_metadata)))
-  for device, clones in placement.shared_devices(placements).items():
-    logging.warning('Clones %s all ran on %s: they share one device instead of one each '
-                    '(python -m training.doctor says more)',
-                    ', '.join(str(c) for c in clones), placement.short_device(device))
-  if config.master:  # In a cluster: what a step moves (docs/cluster.md, capacity).
-    logging.info('Traffic: %s', traffic.describe_traffic(
-        traffic.step_traffic(run_metadata, config.task)))
-
-
 def _cluster_progress(config, stats):
   """The chief's view of its workers' counters (its progress lines), or None."""
   if stats is None or not config.is_chief:
@@ -412,6 +362,8 @@ def _run_loop(setup, graph, step_fn, stop_event, absent_tasks):
       device_filters=ps_cluster.device_filters(setup.deploy_config))
   if config.xla:
     session_config = xla.session_config(session_config)
+  agreement = graph.agreement
+  broadcast = isinstance(agreement, cluster_agreement.BroadcastAgreement)
   with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern), \
       naming_service_errors(setup.input_settings.service):
     return supervised_train(
@@ -423,9 +375,11 @@ def _run_loop(setup, graph, step_fn, stop_event, absent_tasks):
         session_config=session_config, timeouts=_loop_timeouts(config),
         stop_event=stop_event, worker_stats=graph.worker_stats,
         finish_fn=_finish_fn(graph, step_fn),
-        before_steps=graph.agreement.settle if graph.agreement else None,
+        before_steps=agreement.settle if agreement and not broadcast else None,
         absent_tasks=absent_tasks,
-        input_state=graph.data_workers.describe if graph.data_workers else None)
+        input_state=graph.data_workers.describe if graph.data_workers else None,
+        owns_model=_owns_model(config), before_session=functools.partial(
+            agreement.settle, config.master, session_config) if broadcast else None)
 
 
 def train(config, stop_event=None, absent_tasks=None):
@@ -441,7 +395,7 @@ def train(config, stop_event=None, absent_tasks=None):
       not decode than --max_damaged_fraction allows (the chief saved a checkpoint first).
   """
   setup = check_train_config(config)
-  _log_startup(setup)
+  start_lines.log_startup(setup)
   run_record.start_run(setup)
   with tf.Graph().as_default(), repeatability.determinism(config), \
       repeatability.naming_nondeterministic_ops(config):
@@ -451,7 +405,7 @@ def train(config, stop_event=None, absent_tasks=None):
                            log_every_n_steps=config.log_every_n_steps,
                            stop_event=stop_event, learning_rate=graph.learning_rate,
                            input_wait=graph.input_wait, scalars=graph.progress_scalars,
-                           on_first_step=functools.partial(_first_step, setup),
+                           on_first_step=functools.partial(start_lines.first_step, setup),
                            worker_stats=graph.worker_stats,
                            cluster=_cluster_progress(config, graph.worker_stats),
                            skips=graph.skips, summaries=graph.summaries,

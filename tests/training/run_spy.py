@@ -21,12 +21,12 @@ import os
 from datasets.inputs import clip_input, image_input
 from nets import nets_factory
 from tf_compat import tf
-from training import train as train_module
+from training import start_lines, train as train_module
 
 SEED = 7
 # The trainer's own, kept before any patch: a second spy replaces the first, never wraps it.
 _PROGRESS_STEP = train_module.ProgressStep
-_FIRST_STEP = train_module._first_step  # pylint: disable=protected-access
+_FIRST_STEP = start_lines.first_step
 
 
 class Record:
@@ -60,7 +60,7 @@ def spy_on_training(monkeypatch, count_frozen_every=0):
     record.run_metadata = run_metadata
     return _FIRST_STEP(setup, run_metadata, summary_writer)
   monkeypatch.setattr(train_module, 'ProgressStep', RecordingStep)
-  monkeypatch.setattr(train_module, '_first_step', recording_first_step)
+  monkeypatch.setattr(start_lines, 'first_step', recording_first_step)
   return record
 
 
