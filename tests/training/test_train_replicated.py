@@ -1,0 +1,119 @@
+"""The trainer with --variable_update=replicated (deployment/replicated.py) in one process:
+the checkpoint holds one copy under today's names, a checkpoint moves both ways between
+the variable updates (and a resume syncs the copies from the restored values), eval reads
+both, and precise batch norm and the start-up line know the copies.
+
+The resume comparisons run the same seeded, deterministic continuation from one
+checkpoint under both variable updates: clones draw their batches in a fixed order, so
+both sum the same gradients of the same batches, in another order (round-off only). A
+copy left at its own random start after a restore gives clone 1 another model, whose
+gradient moves the weights by the order of the update itself.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+
+from datasets.conversion.image_conversion import convert
+from evaluation import run
+from evaluation.config import EvalConfig
+from tf_compat import tf
+from training.config import TrainConfig
+from training.train import train
+
+pytestmark = pytest.mark.slow
+
+LENET = ('LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
+         'LeNet/conv2/biases', 'LeNet/fc3/weights', 'LeNet/fc3/biases', 'LeNet/fc4/weights',
+         'LeNet/fc4/biases')
+
+
+@pytest.fixture(scope='module')
+def digits_dir(tmp_path_factory):
+  directory = str(tmp_path_factory.mktemp('digits'))
+  convert('digits', directory)
+  return directory
+
+
+def config(digits_dir, train_dir, **overrides):
+  values = dict(
+      dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+      train_dir=str(train_dir), num_clones=2, clone_on_cpu=True, max_number_of_steps=6,
+      optimizer='momentum', learning_rate=0.05, learning_rate_decay_type='fixed',
+      num_readers=1, num_preprocessing_threads=1, batch_size=8, log_every_n_steps=3,
+      save_summaries_secs=600, save_interval_secs=600, random_seed=5, deterministic=True,
+      dropout_keep_prob=1.0)
+  values.update(overrides)
+  return TrainConfig(**values)
+
+
+def entries(checkpoint):
+  return dict(tf.train.list_variables(checkpoint))
+
+
+def values(checkpoint):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name) for name in LENET}
+
+
+@pytest.fixture(scope='module')
+def runs(digits_dir, tmp_path_factory):
+  """6 steps under each variable update, the same seed."""
+  root = tmp_path_factory.mktemp('replicated')
+  return {update: train(config(digits_dir, root / update, variable_update=update))
+          for update in ('replicated', 'parameter_server')}
+
+
+def test_the_checkpoint_holds_one_copy_under_todays_names(runs):
+  replicated, shared = (entries(runs[u].checkpoint) for u in ('replicated',
+                                                                 'parameter_server'))
+  assert runs['replicated'].global_step == 6
+  assert not [name for name in replicated if name.startswith('clone_')]
+  model = {name: shape for name, shape in replicated.items()
+           if not name.startswith('input_position')}
+  assert model == {name: shape for name, shape in shared.items()
+                   if not name.startswith('input_position')}
+  assert set(LENET) <= set(model)
+  assert 'LeNet/fc4/weights/Momentum' in model
+
+
+def _continue(digits_dir, tmp_path, checkpoint_run, update):
+  """Copies the run's train_dir and trains it 3 more steps under `update`."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  source = checkpoint_run.checkpoint.rsplit('/', 1)[0]
+  target = tmp_path / update
+  shutil.copytree(source, target)
+  result = train(config(digits_dir, target, variable_update=update, max_number_of_steps=9))
+  assert result.global_step == 9
+  return values(result.checkpoint)
+
+
+@pytest.mark.parametrize('trained_under', ['replicated', 'parameter_server'])
+def test_a_checkpoint_resumes_under_either_variable_update_alike(runs, digits_dir, tmp_path,
+                                                                 trained_under):
+  start = values(runs[trained_under].checkpoint)
+  shared = _continue(digits_dir, tmp_path, runs[trained_under], 'parameter_server')
+  copies = _continue(digits_dir, tmp_path, runs[trained_under], 'replicated')
+  for name in LENET:
+    movement = np.abs(shared[name] - start[name]).max()
+    assert movement > 1e-4, name
+    assert np.abs(copies[name] - shared[name]).max() <= 1e-3 * movement + 1e-7, name
+
+
+def test_eval_reads_a_replicated_checkpoint_as_any_other(runs, digits_dir):
+  accuracies = {}
+  for update, result in runs.items():
+    [outcome] = list(run.evaluations(EvalConfig(
+        dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+        checkpoint_path=result.checkpoint, num_preprocessing_threads=1)))
+    accuracies[update] = outcome.result.accuracy
+  assert accuracies['replicated'] == pytest.approx(accuracies['parameter_server'], abs=0.02)
+
+
+def test_the_start_up_line_says_which_variable_update_runs(digits_dir, tmp_path, caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+  train(config(digits_dir, tmp_path / 'line', variable_update='replicated',
+               gradient_repacking=3, max_number_of_steps=1))
+  assert ('replicated: a copy per clone, gradients all-reduced over 2 clone(s) of 1 '
+          'worker(s) in 3 pack(s)') in caplog.text
