@@ -44,7 +44,7 @@ import time
 
 from absl import logging
 
-from deployment.cluster import ps_cluster
+from deployment.cluster import peers, ps_cluster
 from tf_compat import tf
 from core import errors
 from core.params import ConfigError
@@ -64,6 +64,7 @@ _TELLING = re.compile(r'connect|socket|recvmsg|sendmsg|reset|closed|unavailable|
                       r'deadline|restarted', re.IGNORECASE)
 # Errors that mean a peer (parameter server, chief) died, restarted or does not answer.
 # FailedPrecondition: a restarted parameter server holds uninitialized variables.
+PROBE_SECS = 3.0  # How long a worker without parameter servers waits for a peer's answer.
 _CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                    tf.errors.CancelledError, tf.errors.DeadlineExceededError,
                    tf.errors.FailedPreconditionError)
@@ -177,7 +178,7 @@ class StopSignals:
     os.close(self._pipe[0])
 
 
-def _cluster_failure_message(error, task):
+def _cluster_failure_message(error, task, silent_tasks=None):
   """One line: the error type, the task it came from, and its most telling detail."""
   text = str(getattr(error, 'message', error))
   lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -185,6 +186,18 @@ def _cluster_failure_message(error, task):
   detail = (telling or [line for line in lines if line != 'Graph execution error:']
             or [''])[0]
   where = task.name_of(text)
+  if not task.num_ps:
+    # Workers without parameter servers: a collective fails at once when a peer ends.
+    if where and where.startswith('/job:worker/task:%d ' % task.task_index):
+      where = None  # The error's own task, not the peer.
+    silent = silent_tasks() if silent_tasks else ps_cluster.absent_tasks(task)
+    gone = ', '.join('worker %d (%s)' % (index, host) for _, index, host in silent
+                     if index != task.task_index)
+    return ('lost the cluster (%s%s: %.160s): a worker died or does not answer%s; every step '
+            'all-reduces every worker\'s gradients, so every task must restart: restart the '
+            'job, it resumes from the chief\'s last checkpoint (docs/cluster.md)' % (
+                type(error).__name__, ' from %s' % where if where else '', detail,
+                '; not answering: %s' % gone if gone else ''))
   return ('lost the cluster (%s%s: %.160s): a parameter server or peer died or does not '
           'answer; restart the job (or the task): workers rejoin and the chief resumes '
           'from the parameter servers or its last checkpoint (docs/cluster.md)'
@@ -246,7 +259,7 @@ def _train_in_cluster(job, server, stop_event):
   start = time.time()
   with ps_cluster.ParameterServerMonitor(task.ps_hosts, _parameter_server_lost):
     try:
-      result = train(config, stop_event, functools.partial(ps_cluster.absent_tasks, task))
+      result = train(config, stop_event, _silent_tasks(task, server.target))
     except BaseException as error:
       if _permanent(error, config):
         logging.info('Worker %d leaves: failed (%s), for good: a restart would fail alike',
@@ -261,6 +274,15 @@ def _train_in_cluster(job, server, stop_event):
       10.0, job.config.stop_grace_secs)))
   logging.info('Worker %d done after %.1f s', task.task_index, time.time() - start)
   return EXIT_OK
+
+
+def _silent_tasks(task, target):
+  """What the watchdog's time-out line names: the tasks that refuse a connection, and
+  without parameter servers also the workers that accept one but do not answer (frozen:
+  deployment.cluster.peers.unresponsive_workers)."""
+  if task.num_ps:
+    return functools.partial(ps_cluster.absent_tasks, task)
+  return functools.partial(peers.unresponsive_workers, task, target, PROBE_SECS)
 
 
 def _run(job, stop_event):
@@ -285,7 +307,12 @@ def _run(job, stop_event):
                  'gradients of its step and averages all that have arrived by then (one '
                  'per worker); later ones for that step are dropped',
                  workers - config.replicas_to_aggregate, config.replicas_to_aggregate)
-  return _train_in_cluster(job, server, stop_event)
+  if job.task.num_ps:
+    return _train_in_cluster(job, server, stop_event)
+  try:
+    return _train_in_cluster(job, server, stop_event)
+  except _CLUSTER_ERRORS as error:  # Name the silent workers, frozen ones too.
+    return _cluster_failed(job, error, _silent_tasks(job.task, server.target))
 
 
 def run_job(job):
@@ -308,11 +335,12 @@ def run_job(job):
       return _cluster_failed(job, error)
 
 
-def _cluster_failed(job, error):
-  """EXIT_CLUSTER_FAILURE after one line; outside a cluster the error is a bug: raised."""
+def _cluster_failed(job, error, silent_tasks=None):
+  """EXIT_CLUSTER_FAILURE after one line; outside a cluster the error is a bug: raised.
+  `silent_tasks()`: the tasks that do not answer, for a cluster without ps."""
   if job.task is None:
     raise error
-  message = _cluster_failure_message(error, job.task)
+  message = _cluster_failure_message(error, job.task, silent_tasks)
   print('error: %s' % message, file=sys.stderr)
   logging.info('Exiting with status %d: %s', EXIT_CLUSTER_FAILURE, message)
   return EXIT_CLUSTER_FAILURE

@@ -7,6 +7,7 @@ from absl import logging
 from deployment import precision, xla
 from deployment.session.precision_options import uses_loss_scale
 from deployment.trace import placement, traffic
+from tf_compat import tf
 from training import optimization, repeatability, run_record
 
 __all__ = ['log_startup', 'first_step']
@@ -76,6 +77,19 @@ def first_step(setup, run_metadata, summary_writer):
     logging.warning('Clones %s all ran on %s: they share one device instead of one each '
                     '(python -m training.doctor says more)',
                     ', '.join(str(c) for c in clones), placement.short_device(device))
-  if config.master:  # In a cluster: what a step moves (docs/cluster.md, capacity).
+  if config.master and config.variable_update == 'replicated':
+    logging.info('Traffic: %s', _all_reduce_traffic(config))
+  elif config.master:  # In a cluster: what a step moves (docs/cluster.md, capacity).
     logging.info('Traffic: %s', traffic.describe_traffic(
         traffic.step_traffic(run_metadata, config.task)))
+
+
+def _all_reduce_traffic(config):
+  """What a worker moves per step in the ring all-reduce (a step's trace does not show
+  collectives' transfers): each sends and receives 2(W-1)/W of the gradients' bytes."""
+  megabytes = sum(var.shape.num_elements() * var.dtype.base_dtype.size
+                  for var in tf.trainable_variables()) / 1e6
+  workers = config.worker_replicas
+  return ('the all-reduce of %.2f MB of gradients per step; in a ring of %d workers each '
+          'sends and receives about %.2f MB (2(W-1)/W of it), plus the clones\' exchange '
+          'inside the worker' % (megabytes, workers, megabytes * 2 * (workers - 1) / workers))
