@@ -134,3 +134,39 @@ def chief_scalars(train_dir):
       scalars.setdefault(tag, []).extend(
           (e.wall_time, e.step, e.value) for e in accumulator.Scalars(tag))
   return scalars
+
+
+def serve_worker(hosts, index, all_reduce=False):
+  """Worker `index` of a cluster of workers without ps at `hosts`, its server started by
+  ps_cluster.start_server: prints 'serving' and waits to be killed; with `all_reduce`,
+  all-reduces [1 + index, 2] with every worker (group of all, 20 s deadline), prints
+  'sum [...]' and returns. Run as `python -m tests.cluster_tasks HOSTS INDEX [all_reduce]`
+  (`serve_command`)."""
+  # pylint: disable=import-outside-toplevel
+  from tensorflow.python.ops import collective_ops
+  from deployment.cluster import ps_cluster
+  from tf_compat import tf
+  task = ps_cluster.TaskSpec((), tuple(hosts), 'worker', index)
+  server = ps_cluster.start_server(task, names_timeout_secs=5)
+  print('serving', flush=True)
+  if not all_reduce:
+    time.sleep(WAIT_SECS)
+    return
+  with tf.Graph().as_default():
+    with tf.device('/job:worker/task:%d/device:CPU:0' % index):
+      total = collective_ops.all_reduce(tf.constant([1.0 + index, 2.0]), len(hosts),
+                                        group_key=1, instance_key=1, merge_op='Add',
+                                        final_op='Id')
+    config = tf.ConfigProto(device_filters=['/job:worker/task:%d' % index])
+    with tf.Session(server.target, config=config) as sess:
+      print('sum', sess.run(total, options=tf.RunOptions(timeout_in_ms=20000)).tolist(),
+            flush=True)
+
+
+def serve_command(hosts, index, all_reduce=False):
+  return [sys.executable, '-m', 'tests.cluster_tasks', ','.join(hosts), str(index)] + (
+      ['all_reduce'] if all_reduce else [])
+
+
+if __name__ == '__main__':
+  serve_worker(sys.argv[1].split(','), int(sys.argv[2]), sys.argv[3:] == ['all_reduce'])

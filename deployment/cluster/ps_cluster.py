@@ -2,7 +2,8 @@
 
 A cluster has two jobs: `ps` (parameter servers, holding the variables) and `worker`
 (training replicas; worker 0 is the chief, the only task that writes checkpoints and
-summaries). A task learns its place from the legacy flags
+summaries); a cluster of workers only all-reduces (deployment/cluster/peers.py). A task
+learns its place from the legacy flags
 
     --ps_hosts=h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=worker --task_index=1
 
@@ -21,6 +22,7 @@ key), the bad value and what would be accepted.
 Cluster-wide ops:
   * `device_filters`: the devices a task's sessions may talk to (its own task and the
     parameter servers), so a worker never waits for the other workers to answer.
+  * `absent_tasks` (deployment/cluster/peers.py): the tasks that refuse a connection.
   * `ParameterServerMonitor`: a worker's steps do not fail when a parameter server dies,
     they wait for it (gRPC waits for the address to answer again); the monitor notices
     within seconds that a parameter server it has seen stopped accepting connections.
@@ -35,13 +37,13 @@ import dataclasses
 import json
 import os
 import re
-import socket
 import threading
 import time
 
 from absl import logging
 
-from deployment.cluster import preflight
+from deployment.cluster import peers, preflight
+from deployment.cluster.peers import absent_tasks, answers  # pylint: disable=unused-import
 from tf_compat import tf
 
 __all__ = ['ClusterError', 'TaskSpec', 'resolve_task', 'task_from_flags',
@@ -83,15 +85,18 @@ class TaskSpec:
     return hosts[self.task_index]
 
   def cluster_spec(self):
-    return tf.train.ClusterSpec({'ps': list(self.ps_hosts), 'worker': list(self.worker_hosts)})
+    jobs = (('ps', self.ps_hosts), ('worker', self.worker_hosts))
+    return tf.train.ClusterSpec({job: list(hosts) for job, hosts in jobs if hosts})
 
   def describe(self):
-    """'worker 1 of 2 at h:p (1 ps)', for start-up lines and error messages."""
+    """'worker 1 of 2 at h:p; cluster of 1 ps + 2 workers from flags', for start-up lines
+    and error messages ('... cluster of 2 workers without ps (all-reduce) ...')."""
     count = self.num_ps if self.is_ps else self.num_workers
     role = ' (chief)' if self.is_chief else ''
-    return '%s %d of %d%s at %s; cluster of %d ps + %d workers from %s' % (
-        self.job_name, self.task_index, count, role, self.address, self.num_ps,
-        self.num_workers, self.source)
+    size = ('%d ps + %d workers' % (self.num_ps, self.num_workers) if self.num_ps else
+            '%d workers without ps (all-reduce)' % self.num_workers)
+    return '%s %d of %d%s at %s; cluster of %s from %s' % (
+        self.job_name, self.task_index, count, role, self.address, size, self.source)
 
   def name_of(self, device):
     """'/job:ps/replica:0/task:1/...' -> '/job:ps/task:1 (h:p)'; None if not a task."""
@@ -123,9 +128,9 @@ def _check_task(task, ps_name, worker_name, job_flag, index_flag):
   if not task.worker_hosts:
     raise ClusterError('%s is empty: a cluster needs at least one worker (the chief)'
                        % worker_name)
-  if not task.ps_hosts:
-    raise ClusterError('%s is empty: a cluster needs at least one parameter server (one '
-                       'process without a cluster needs no cluster settings)' % ps_name)
+  if task.is_ps and not task.ps_hosts:
+    raise ClusterError('%s=ps but %s is empty: a cluster without parameter servers has '
+                       'workers only' % (job_flag, ps_name))
   _check_hosts(ps_name, list(task.ps_hosts))
   _check_hosts(worker_name, list(task.worker_hosts))
   overlap = sorted(set(task.ps_hosts) & set(task.worker_hosts))
@@ -302,16 +307,13 @@ def find_task(addressing, host_flags, environ, num_ps=0):
 
 
 def device_filters(deploy_config):
-  """Devices a task's sessions may reach: the ps job and its own worker task.
+  """Devices a worker's sessions may reach: the ps job and its own task; without ps tasks
+  its own task only (several workers all-reducing), or [] for a single process.
 
   Without filters a worker's session waits for every worker of the cluster to answer,
   so one missing worker stalls all others at start-up (tensorflow#13337, #16611).
-  Returns [] when variables are local (no ps tasks).
   """
-  if deploy_config.num_ps_tasks == 0:
-    return []
-  return [deploy_config.ps_device,
-          '%s/task:%d' % (deploy_config.worker_device, deploy_config.replica_id)]
+  return peers.session_device_filters(deploy_config)
 
 
 def start_server(task, names_timeout_secs=0.0):
@@ -320,6 +322,8 @@ def start_server(task, names_timeout_secs=0.0):
   TensorFlow binds every interface ('0.0.0.0', shown by `ss -ltn` as `*:port`) whatever
   host the cluster gives, and the runtime has no authentication: keep clusters on a
   private network (docs/cluster.md); `deployment.launch_local` isolates its tasks.
+  Its ConfigProto is peers.server_config's: device filters, and without ps tasks the
+  collective group leader (worker 0), which the collectives need in the *server's* config.
   First every host name of the cluster must resolve, waited for up to
   `names_timeout_secs` (0 = forever: a Kubernetes pod's name appears after it starts),
   else NamesUnresolved; and this task's port must be free, else ClusterError; one line
@@ -333,12 +337,9 @@ def start_server(task, names_timeout_secs=0.0):
   taken = preflight.own_port_problem(task)
   if taken:
     raise ClusterError(taken)
-  config = tf.ConfigProto(device_filters=(
-      ['/job:ps/task:%d' % task.task_index] if task.is_ps else
-      ['/job:ps', '/job:worker/task:%d' % task.task_index]),
-                          inter_op_parallelism_threads=server_inter_op_threads())
   return tf.train.Server(task.cluster_spec(), job_name=task.job_name,
-                         task_index=task.task_index, config=config, start=True)
+                         task_index=task.task_index, start=True,
+                         config=peers.server_config(task, server_inter_op_threads()))
 
 
 def server_inter_op_threads(environ=os.environ, cores=None):
@@ -370,9 +371,12 @@ def _leaving_queue(ps_index, num_workers):
 def announce_leaving(task, target, timeout_secs=10.0):
   """Worker side: tells every parameter server this worker leaves. Never raises.
 
-  Returns the number of parameter servers reached (those already gone are skipped).
+  Returns the number of parameter servers reached (those already gone are skipped; 0
+  at once in a cluster without ps).
   """
   reached = 0
+  if not task.num_ps:
+    return reached
   with tf.Graph().as_default():
     enqueues = [_leaving_queue(i, task.num_workers).enqueue(task.task_index)
                 for i in range(task.num_ps)]
@@ -428,27 +432,6 @@ def wait_for_workers_to_leave(task, target, stop_event, stop_grace_secs, poll_se
   # server a clean-up call: answer it before leaving.
   time.sleep(linger_secs)
   return sorted(left)
-
-
-def answers(host, timeout_secs):
-  """Whether 'name:port' accepts a TCP connection within `timeout_secs`."""
-  name, port = host.rsplit(':', 1)
-  try:
-    with socket.create_connection((name.strip('[]'), int(port)), timeout=timeout_secs):
-      return True
-  except OSError:
-    return False
-
-
-def absent_tasks(task, timeout_secs=1.0):
-  """[(job, index, host)] of the other tasks of `task`'s cluster that do not accept a
-  connection: never started, ended, or unreachable. A task's gRPC server listens from
-  its start to its exit, so this tells a missing task from a slow one."""
-  return [(job, index, host)
-          for job, hosts in (('ps', task.ps_hosts), ('worker', task.worker_hosts))
-          for index, host in enumerate(hosts)
-          if (job, index) != (task.job_name, task.task_index)
-          and not answers(host, timeout_secs)]
 
 
 class ParameterServerMonitor:

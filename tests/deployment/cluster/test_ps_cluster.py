@@ -65,7 +65,11 @@ def test_tf_config_without_chief_and_with_an_evaluator():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(job_name='worker'), '--worker_hosts is empty'),
     (dict(worker_hosts=WORKERS), '--job_name is required'),
-    (dict(worker_hosts=WORKERS, job_name='worker'), '--ps_hosts is empty'),
+    (dict(worker_hosts=WORKERS, job_name='ps'),
+     '--job_name=ps but --ps_hosts is empty: a cluster without parameter servers has '
+     'workers only'),
+    (dict(tf_config=json.dumps({'cluster': {'worker': ['a:1']}, 'task': {'type': 'ps'}})),
+     'TF_CONFIG task.type=ps but TF_CONFIG cluster.ps is empty'),
     (dict(ps_hosts=PS, worker_hosts=WORKERS, job_name='chief'),
      '--job_name=chief is not a training job; valid: ps, worker'),
     (dict(ps_hosts=PS, worker_hosts=WORKERS, job_name='worker', task_index=3),
@@ -98,6 +102,39 @@ def test_mistakes_are_one_line_naming_the_setting(kwargs, message):
     ps_cluster.resolve_task(**kwargs)
   assert message in str(error.value)
   assert '\n' not in str(error.value)
+
+
+def test_workers_without_ps_are_a_cluster_whose_spec_has_no_ps_job():
+  task = ps_cluster.resolve_task((), WORKERS, 'worker', 1)
+  assert task == TaskSpec((), WORKERS, 'worker', 1, 'flags')
+  assert (task.num_ps, task.num_workers, task.is_chief, task.is_ps) == (0, 3, False, False)
+  assert task.cluster_spec().as_dict() == {'worker': list(WORKERS)}
+  assert task.describe() == ('worker 1 of 3 at 10.0.0.3:2222; cluster of 3 workers without '
+                             'ps (all-reduce) from flags')
+  assert ps_cluster.resolve_task(PS, WORKERS, 'worker', 1).cluster_spec().jobs == [
+      'ps', 'worker']
+  assert ps_cluster.task_from_flags((), WORKERS[:1], 'worker', 0).is_chief  # One worker.
+
+
+@pytest.mark.parametrize('cluster, task_type, index, expected_index', [
+    ({'chief': WORKERS[:1], 'worker': list(WORKERS[1:])}, 'chief', 0, 0),
+    ({'chief': WORKERS[:1], 'worker': list(WORKERS[1:])}, 'worker', 1, 2),
+    ({'worker': list(WORKERS)}, 'worker', 0, 0),
+    ({'worker': list(WORKERS), 'ps': []}, 'worker', 2, 2),
+    ({'master': WORKERS[:1], 'worker': list(WORKERS[1:]), 'evaluator': ['10.0.0.9:1']},
+     'worker', 0, 1),
+])
+def test_tf_config_without_ps_is_a_cluster_of_workers(cluster, task_type, index,
+                                                      expected_index):
+  text = json.dumps({'cluster': cluster, 'task': {'type': task_type, 'index': index}})
+  task = ps_cluster.resolve_task(tf_config=text)
+  assert task == TaskSpec((), WORKERS, 'worker', expected_index, 'TF_CONFIG')
+  assert ps_cluster.find_task('auto', ((), (), None, 0), {'TF_CONFIG': text}) == task
+
+
+def test_a_worker_without_ps_tells_no_parameter_server_it_leaves():
+  task = TaskSpec((), WORKERS, 'worker', 1)
+  assert ps_cluster.announce_leaving(task, 'grpc://127.0.0.1:1', timeout_secs=0.1) == 0
 
 
 def test_device_filters_keep_a_worker_to_itself_and_the_ps():
