@@ -246,10 +246,10 @@ def slurm_layout(plan, num_ps):
           'known; valid: block, cyclic' % plan.slurm_distribution)
   service = plan.slurm_data_workers + 1 if plan.slurm_data_workers else 0
   tasks = plan.slurm_ntasks - service
-  require(0 < num_ps < tasks, '--num_ps_tasks=%d with --slurm_ntasks=%d%s: train.sbatch P '
-          'runs P parameter servers and at least one worker; valid: 1..%d' % (
-              num_ps, plan.slurm_ntasks, ' (%d of them the tf.data service)' % service
-              if service else '', max(1, tasks - 1)))
+  require(0 <= num_ps < tasks, '--num_ps_tasks=%d with --slurm_ntasks=%d%s: train.sbatch P '
+          'runs P parameter servers and at least one worker; valid: 1..%d, or 0 for workers '
+          'only (all-reduce)' % (num_ps, plan.slurm_ntasks, ' (%d of them the tf.data '
+                                 'service)' % service if service else '', max(1, tasks - 1)))
   names, real = _planned_nodes(plan)
   used = min(len(names), tasks)   # the step's tasks, over the job's nodes
   return tasks, names[:used], real, _even_split(tasks, used)

@@ -2,7 +2,8 @@
 
 One `srun` step runs P + W tasks (configs/slurm/train.sbatch): tasks 0..P-1 are the
 parameter servers, tasks P.. the workers (task P is the chief); P is --num_ps_tasks, or
-SLIMDEPLOY_NUM_PS for callers that pass only the environment. Every task rebuilds the
+SLIMDEPLOY_NUM_PS for callers that pass only the environment; P = 0: every task is a
+worker (all-reduce without ps, deployment/cluster/peers.py). Every task rebuilds the
 same cluster from what srun sets: the step's nodes (SLURM_STEP_NODELIST, hostlist syntax
 `node[01-03,07],gpu5`), tasks per node (SLURM_STEP_TASKS_PER_NODE, `2(x3),1`) and the task
 distribution (block or cyclic), checked against the task ids Slurm put on this node
@@ -220,8 +221,9 @@ def task_from_environ(environ, num_ps=None):
 
   Args:
     environ: a mapping like os.environ, holding srun's SLURM_* variables.
-    num_ps: P, the number of parameter servers (--num_ps_tasks): tasks 0..P-1; None =
-      SLIMDEPLOY_NUM_PS from `environ` (configs/slurm/train.sbatch sets both).
+    num_ps: P, the number of parameter servers (--num_ps_tasks): tasks 0..P-1, 0 for
+      workers only; None = SLIMDEPLOY_NUM_PS from `environ` (configs/slurm/train.sbatch
+      sets both).
   """
   if not in_step(environ):
     return None
@@ -235,10 +237,10 @@ def task_from_environ(environ, num_ps=None):
   ntasks, procid = _int(environ, ntasks_name), _int(environ, 'SLURM_PROCID')
   if ntasks == 1 and not num_ps:
     return None   # `srun python train_image_classifier.py`: one process, no cluster.
-  if not 0 < num_ps < ntasks:
+  if not 0 <= num_ps < ntasks:
     raise ClusterError('--num_ps_tasks=%d with a Slurm step of %s=%d tasks: tasks 0..P-1 are '
-                       'the parameter servers, the rest workers; valid: 1..%d'
-                       % (num_ps, ntasks_name, ntasks, ntasks - 1))
+                       'the parameter servers, the rest workers; valid: 0..%d (0: every '
+                       'task a worker)' % (num_ps, ntasks_name, ntasks, ntasks - 1))
   addresses = _step_addresses(environ, procid, from_top=False)
   job_name, index = ('ps', procid) if procid < num_ps else ('worker', procid - num_ps)
   return TaskSpec(tuple(addresses[:num_ps]), tuple(addresses[num_ps:]), job_name, index,

@@ -295,6 +295,52 @@ while :; do sleep 0.2; done
 '''
 
 
+ECHO_TRAINER = r'''#!/bin/bash
+echo "stand-in trainer: task $SLURM_PROCID of $SLURM_STEP_NUM_TASKS: $*"
+'''
+
+
+def test_zero_parameter_servers_passes_the_scripts_checks(tmp_path):
+  """`train.sbatch 0` (workers only) gets past the argument checks to the next one (the
+  repository root: none here); 0 ps still needs a worker."""
+  env = dict(os.environ, SLURM_NTASKS='2', SLIMDEPLOY_DIR=str(tmp_path))
+  result = subprocess.run(['bash', RECIPE, '0', '--flag'], capture_output=True, text=True,
+                          cwd=tmp_path, env=env)
+  assert result.returncode == 2 and result.stderr.startswith(
+      'error: no train_image_classifier.py in %s' % tmp_path), result
+  result = subprocess.run(['bash', RECIPE, '0', '--data_workers=1'], capture_output=True,
+                          text=True, cwd=tmp_path, env=env)
+  assert result.returncode == 2 and result.stderr.startswith(
+      'error: --ntasks=2 leaves no worker beside 0 ps and 2 data service'), result
+  for bad in ('00', '-1', 'x'):
+    result = subprocess.run(['bash', RECIPE, bad], capture_output=True, text=True,
+                            cwd=tmp_path, env=env)
+    assert result.returncode == 2 and result.stderr.startswith('usage: sbatch'), bad
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_without_parameter_servers_every_task_is_a_worker(slurm, tmp_path):
+  """`sbatch --ntasks=2 train.sbatch 0`: two workers, each told --num_ps_tasks=0 and
+  --addressing=slurm, logs worker-0.log and worker-1.log, no ps (a stand-in trainer)."""
+  stand_in = tmp_path / 'trainer'
+  stand_in.write_text(ECHO_TRAINER)
+  stand_in.chmod(0o755)
+  log_dir = tmp_path / 'logs'
+  result = sbatch(slurm, log_dir, ['--variable_update=replicated'], '--wait', ntasks=2,
+                  script_args=('0',), python=stand_in)
+  batch = '\n'.join(open(p).read() for p in glob.glob(str(log_dir / 'batch-*.out')))
+  assert result.returncode == 0, result.stderr + batch
+  assert ': 0 ps + 2 workers + 0 data workers on ' in batch, batch
+  texts = logs(log_dir)
+  assert sorted(texts) == ['worker-0.log', 'worker-1.log'], texts
+  for index in (0, 1):
+    line, = [l for l in texts['worker-%d.log' % index].splitlines() if 'stand-in' in l]
+    assert line.startswith('stand-in trainer: task %d of 2: ' % index), line
+    assert line.endswith('--addressing=slurm --num_ps_tasks=0 --stop_grace_secs=10 '
+                         '--variable_update=replicated'), line
+
+
 def _runs(text):
   """[(job id, run)] of a task log's headers: one per start of the task."""
   return re.findall(r'=== Slurm job (\d+), run (\d+)', text)

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from deployment.cluster import ps_cluster, slurm_env
+from core.errors import ConfigError
+from deployment.cluster import preflight, ps_cluster, slurm_env
 from deployment.cluster.ps_cluster import ClusterError
 from tests import slurm_cluster
 
@@ -96,8 +97,7 @@ def test_two_jobs_on_a_node_get_different_ports():
 
 
 @pytest.mark.parametrize('extra, num_ps, match', [
-    ({}, 0, '--num_ps_tasks=0 .* valid: 1..4'),
-    ({}, 5, '--num_ps_tasks=5'),
+    ({}, 5, r'--num_ps_tasks=5 .* valid: 0..4 \(0: every task a worker\)'),
     ({'SLURM_DISTRIBUTION': 'plane=2'}, 1, 'SLURM_DISTRIBUTION=plane=2'),
     ({'SLURM_GTIDS': '0,2'}, 1, 'SLURM_GTIDS=0,2'),
     ({'SLURM_STEP_TASKS_PER_NODE': '2,2'}, 1, 'gives 3 nodes but'),
@@ -110,11 +110,34 @@ def test_mistakes_are_one_line_naming_the_variable(extra, num_ps, match):
   assert '\n' not in str(error.value)
 
 
+def test_without_ps_every_task_of_the_step_is_a_worker():
+  slot = 20000 + (1234 % 2500) * 16
+  specs = [slurm_env.task_from_environ(step(i), 0) for i in range(5)]
+  assert {(s.ps_hosts, s.worker_hosts) for s in specs} == {((), (
+      'n1:%d' % slot, 'n1:%d' % (slot + 1), 'n2:%d' % slot, 'n2:%d' % (slot + 1),
+      'n3:%d' % slot))}
+  assert [(s.job_name, s.task_index) for s in specs] == [('worker', i) for i in range(5)]
+  assert specs[0].is_chief and 'cluster of 5 workers without ps' in specs[0].describe()
+  assert ps_cluster.find_task('slurm', NO_FLAGS, step(3), 0) == specs[3]
+  assert ps_cluster.find_task('auto', NO_FLAGS, step(3), 0) == specs[3]
+
+
+def test_the_planned_step_of_a_job_without_ps_is_one_of_workers():
+  """training.check_cluster's view from the submitting host (preflight.slurm_step_environ)
+  reads as the chief of a worker-only step."""
+  plan = preflight.PlannedJob(slurm_ntasks=4, slurm_nodes=2)
+  task = slurm_env.task_from_environ(preflight.slurm_step_environ(plan, 0))
+  assert (task.num_ps, task.num_workers, task.is_chief) == (0, 4, True)
+  with pytest.raises(ConfigError, match=r'--num_ps_tasks=4 with --slurm_ntasks=4: .* '
+                     r'valid: 1..3, or 0 for workers only'):
+    preflight.slurm_layout(plan, 4)
+
+
 def test_p_from_the_environment_when_not_given():
   task = slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='2'))
   assert (task.num_ps, task.job_name, task.task_index) == (2, 'ps', 1)
-  with pytest.raises(ClusterError, match='--num_ps_tasks=0'):
-    slurm_env.task_from_environ(step(1))
+  task = slurm_env.task_from_environ(step(1))   # Unset: 0, workers only.
+  assert (task.num_ps, task.job_name, task.task_index) == (0, 'worker', 1)
   with pytest.raises(ClusterError, match="SLIMDEPLOY_NUM_PS='two'"):
     slurm_env.task_from_environ(step(1, SLIMDEPLOY_NUM_PS='two'))
 
