@@ -7,8 +7,9 @@ JobSet's name). JobSet passes a pod its place only as annotations, which the man
 (configs/k8s/) hands to the container through the downward API, beside two values of its
 own; `docs/cluster.md` ("Kubernetes JobSet") shows them. The pods of replicated job `ps`
 are the parameter servers, those of `worker` the workers (worker 0, the chief, is job 0,
-pod 0); task k of the cluster, counting the ps tasks first, listens on base port + k, so
-the same environment also runs with hostNetwork or on one host.
+pod 0); a JobSet without a `ps` replicated job (SLIMDEPLOY_TASKS 'worker=N') is a cluster
+of workers that all-reduce. Task k of the cluster, counting the ps tasks first, listens
+on base port + k, so the same environment also runs with hostNetwork or on one host.
 
 `task_from_environ` returns the `deployment.cluster.ps_cluster.TaskSpec` (None outside a JobSet);
 mistakes raise `ClusterError`, one line naming the variable.
@@ -31,7 +32,7 @@ VARIABLES = {
                                "(optional: checked against SLIMDEPLOY_TASKS)",
     'JOBSET_SUBDOMAIN': "the manifest's spec.network.subdomain, if it sets one",
     'SLIMDEPLOY_TASKS': "the manifest: each replicated job's Jobs, or Jobs x pods: "
-                        "'ps=2,worker=10', 'ps=1,worker=1x4'",
+                        "'ps=2,worker=10', 'ps=1,worker=1x4', 'worker=8' (no ps)",
     'SLIMDEPLOY_BASE_PORT': "the manifest: task k (ps first) listens on this + k",
 }
 _SIZE = re.compile(r'^(\d+)(?:x(\d+))?$')
@@ -54,7 +55,8 @@ def _integer(environ, name, low=0, high=None):
 
 
 def _parse_tasks(text):
-  """'ps=2,worker=1x4' -> {'ps': (2, 1), 'worker': (1, 4)}: (Jobs, pods per Job)."""
+  """'ps=2,worker=1x4' -> {'ps': (2, 1), 'worker': (1, 4)}: (Jobs, pods per Job); 'ps'
+  absent without parameter servers."""
   sizes = {}
   for item in text.split(','):
     role, _, size = item.strip().partition('=')
@@ -65,10 +67,9 @@ def _parse_tasks(text):
                          "role of %s, each once, and sizes >= 1 (e.g. 'ps=2,worker=10')"
                          % (text, item, ', '.join(ROLES)))
     sizes[role] = (int(match.group(1)), int(match.group(2) or 1))
-  missing = [role for role in ROLES if role not in sizes]
-  if missing:
-    raise ClusterError('SLIMDEPLOY_TASKS=%s has no %s: a cluster needs both %s'
-                       % (text, ', '.join(missing), ' and '.join(ROLES)))
+  if 'worker' not in sizes:
+    raise ClusterError("SLIMDEPLOY_TASKS=%s has no worker: a cluster needs workers, with or "
+                       "without ps (e.g. 'ps=2,worker=10' or 'worker=8')" % text)
   return sizes
 
 
@@ -94,6 +95,9 @@ def task_from_environ(environ):
     return None
   sizes = _parse_tasks(_get(environ, 'SLIMDEPLOY_TASKS'))
   role = _get(environ, 'REPLICATED_JOB_NAME')
+  if role in ROLES and role not in sizes:
+    raise ClusterError('REPLICATED_JOB_NAME=%s but SLIMDEPLOY_TASKS=%s has no %s: list every '
+                       'replicated job there' % (role, environ['SLIMDEPLOY_TASKS'], role))
   if role not in sizes:
     raise ClusterError('REPLICATED_JOB_NAME=%s is not a training role; valid: %s (name the '
                        "JobSet's replicated jobs so)" % (role, ', '.join(ROLES)))
@@ -105,6 +109,7 @@ def task_from_environ(environ):
                        % (replicas, environ['SLIMDEPLOY_TASKS'], role, jobs))
   index = (_integer(environ, 'JOB_INDEX', 0, jobs - 1) * pods +
            _integer(environ, 'JOB_COMPLETION_INDEX', 0, pods - 1))
+  sizes.setdefault('ps', (0, 1))   # No ps replicated job: workers only.
   num_ps = sizes['ps'][0] * sizes['ps'][1]
   num_tasks = num_ps + sizes['worker'][0] * sizes['worker'][1]
   base = _integer(environ, 'SLIMDEPLOY_BASE_PORT', 1, 65536 - num_tasks)

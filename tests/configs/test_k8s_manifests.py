@@ -265,3 +265,63 @@ def test_the_tfjob_stays_marked_legacy_with_the_reason():
   for words in ('LEGACY', 'kubeflow/trainer#2699', 'kueue#12620',
                 'configs/k8s/ucf101_i3d_rgb_kinetics_10x8_64f_sync_jobset.yaml'):
     assert words in header
+
+
+ALLREDUCE = os.path.join(K8S, 'ucf101_i3d_rgb_kinetics_10x8_64f_allreduce_jobset.yaml')
+
+
+@pytest.fixture(scope='module')
+def allreduce_docs():
+  return jobset_pods.documents(ALLREDUCE)
+
+
+def test_the_allreduce_variant_is_ten_workers_without_ps_at_their_names_and_ports(
+    allreduce_docs):
+  jobset = jobset_pods.the('JobSet', allreduce_docs)
+  assert validate_jobset(jobset) == []
+  names = [rjob['name'] for rjob in jobset['spec']['replicatedJobs']]
+  assert names == ['worker', 'dispatcher', 'data-worker']   # No ps replicated job.
+  pods = trainers(jobset_pods.pods(jobset))
+  specs = [jobset_env.task_from_environ(pod.env) for pod in pods]
+  assert {(s.ps_hosts, s.worker_hosts) for s in specs} == {((), tuple(
+      '%s:%d' % (pod.fqdn, 2222 + i) for i, pod in enumerate(pods)))}
+  assert [s.task_index for s in specs] == list(range(10)) and specs[0].is_chief
+  for pod in pods:
+    assert flag(pod, 'variable_update') == 'replicated' and flag(pod, 'num_ps_tasks') == '0'
+    assert '--nosync_replicas' in pod.command    # The all-reduce is the synchronisation.
+    assert DNS_1035.match(pod.hostname + '-abcde')
+  resized = trainers(jobset_pods.pods(jobset_pods.scaled(jobset, worker=4)))
+  assert [jobset_env.task_from_environ(p.env).num_workers for p in resized] == [4] * 4
+
+
+def test_the_allreduce_variants_policy_lets_every_worker_reach_every_other(allreduce_docs):
+  """Each worker talks to each other one (the ring), and to the data service."""
+  policy = jobset_pods.the('NetworkPolicy', allreduce_docs)['spec']
+  rule, = policy['ingress']
+  peer, = rule['from']
+  admitted = {port for each in rule['ports']
+              for port in range(each['port'], each.get('endPort', each['port']) + 1)}
+  pods = jobset_pods.pods(jobset_pods.the('JobSet', allreduce_docs))
+  for pod in pods:
+    assert selects(policy['podSelector'], pod.labels) and selects(peer['podSelector'],
+                                                                   pod.labels)
+    assert listened_port(pod) in admitted, pod.hostname
+  assert admitted == {listened_port(pod) for pod in pods}   # Those ports and no others.
+
+
+def test_the_allreduce_variant_restarts_the_whole_jobset_on_any_worker_failure(
+    allreduce_docs):
+  spec = jobset_pods.the('JobSet', allreduce_docs)['spec']
+  assert spec['failurePolicy']['restartStrategy'] == 'BlockingRecreate'
+  rules = {r['name']: (r['action'], r['onJobFailureReasons']) for r in
+           spec['failurePolicy']['rules']}
+  assert rules['tooManyTaskFailures'] == ('RestartJobSet', ['BackoffLimitExceeded'])
+  assert rules['permanentExitCode'] == ('FailJobSet', ['PodFailurePolicy'])
+  worker, = [r for r in spec['replicatedJobs'] if r['name'] == 'worker']
+  job = worker['template']['spec']
+  assert job['backoffLimit'] == 0   # No worker rejoins a running all-reduce alone.
+  fail, ignore = job['podFailurePolicy']['rules']
+  assert set(fail['onExitCodes']['values']) == PERMANENT and not RETRIED & set(
+      fail['onExitCodes']['values'])
+  assert ignore['action'] == 'Ignore'
+  assert job['activeDeadlineSeconds'] == 4 * 3600

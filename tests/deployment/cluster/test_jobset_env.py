@@ -51,6 +51,17 @@ def test_pods_of_one_indexed_job_count_within_their_job_and_a_subdomain_is_used(
                                    'js-worker-0-2.net:2225', 'js-worker-1-0.net:2226')
 
 
+def test_a_jobset_without_ps_is_a_cluster_of_workers_from_the_base_port():
+  spec = task(SLIMDEPLOY_TASKS='worker=3', JOB_INDEX='2')
+  assert spec.ps_hosts == ()
+  assert spec.worker_hosts == ('js-worker-0-0.js:2222', 'js-worker-1-0.js:2223',
+                               'js-worker-2-0.js:2224')
+  assert (spec.job_name, spec.task_index, spec.num_ps) == ('worker', 2, 0)
+  assert task(SLIMDEPLOY_TASKS='worker=3', JOB_INDEX='0').is_chief
+  assert ps_cluster.find_task('auto', NO_FLAGS, dict(POD, SLIMDEPLOY_TASKS='worker=3')) == (
+      task(SLIMDEPLOY_TASKS='worker=3'))
+
+
 def test_without_jobset_name_there_is_no_jobset():
   assert task(JOBSET_NAME=None) is None and task(JOBSET_NAME='') is None
 
@@ -62,7 +73,10 @@ def test_without_jobset_name_there_is_no_jobset():
     ({'SLIMDEPLOY_TASKS': 'ps=2,workers=3'}, "'workers=3' is not ROLE=JOBS"),
     ({'SLIMDEPLOY_TASKS': 'ps=2,ps=1,worker=3'}, "'ps=1' is not ROLE=JOBS"),
     ({'SLIMDEPLOY_TASKS': 'ps=0,worker=3'}, "'ps=0' is not ROLE=JOBS"),
-    ({'SLIMDEPLOY_TASKS': 'worker=3'}, 'SLIMDEPLOY_TASKS=worker=3 has no ps'),
+    ({'SLIMDEPLOY_TASKS': 'ps=2'}, 'SLIMDEPLOY_TASKS=ps=2 has no worker: a cluster needs '
+                                   'workers, with or without ps'),
+    ({'SLIMDEPLOY_TASKS': 'worker=3', 'REPLICATED_JOB_NAME': 'ps'},
+     'REPLICATED_JOB_NAME=ps but SLIMDEPLOY_TASKS=worker=3 has no ps'),
     ({'REPLICATED_JOB_NAME': 'evaluator'}, 'REPLICATED_JOB_NAME=evaluator is not a training'),
     ({'JOB_INDEX': '3'}, 'JOB_INDEX=3 is not an integer in 0..2'),
     ({'JOB_COMPLETION_INDEX': '1'}, 'JOB_COMPLETION_INDEX=1 is not an integer in 0..0'),
