@@ -6,7 +6,9 @@ r"""Starts a whole parameter-server cluster on this host, one process per task.
         --model_name=lenet --train_dir=/tmp/lenet_cluster --sync_replicas \
         --replicas_to_aggregate=2 --max_number_of_steps=200
 
-With `--num_data_workers=N` a tf.data service comes first: a dispatcher (journal in
+With `--num_ps=0` every task is a worker and the workers all-reduce their gradients
+(docs/cluster.md, "Workers without parameter servers"); the trainer's command then says
+`--variable_update=replicated`. With `--num_data_workers=N` a tf.data service comes first: a dispatcher (journal in
 <task_log_dir>/data_service) and N data workers, each `python -m datasets.data_service`,
 and every task also gets `--data_service_address` (docs/data_service.md). A data worker
 that ends is one line and the job goes on; a dispatcher that ends is restarted.

@@ -2,7 +2,8 @@
 `python -m deployment.launch_local`.
 
 `LocalCluster(num_ps, num_workers, command, log_dir)` starts every task as the same
-`command` (any program that joins a TensorFlow cluster) plus its place in the cluster:
+`command` (any program that joins a TensorFlow cluster) plus its place in the cluster
+(num_ps 0: workers only, which all-reduce; no ps flag or TF_CONFIG key then):
 `--ps_hosts --worker_hosts --job_name --task_index` appended, or TF_CONFIG in its
 environment (`addressing='tf_config'`), TensorFlow's two conventions, which
 deployment/cluster/ps_cluster.py reads. Ports on 127.0.0.1 are picked free; each task
@@ -70,7 +71,8 @@ class LaunchConfig:
   """The launcher's flags (`python -m deployment.launch_local`); the command every task
   runs comes after `--` and is not part of it. LocalCluster checks the values."""
   # Cluster.
-  num_ps: int = param(1, 'Parameter-server tasks.')
+  num_ps: int = param(1, 'Parameter-server tasks; 0 = none: the workers all-reduce (the '
+                      'command then carries --variable_update=replicated).')
   num_workers: int = param(2, 'Worker tasks; worker 0 is the chief.')
   addressing: str = param('flags', 'How tasks learn the cluster: flags (--ps_hosts, '
                           '--worker_hosts, --job_name, --task_index appended to the '
@@ -120,9 +122,9 @@ class Task:
 
 def _check(num_ps, num_workers, command, log_dir, isolation, addressing, num_data_workers):
   """ConfigError (one line naming the flag) for settings no cluster can run with."""
-  if num_ps < 1 or num_workers < 1:
-    raise ConfigError('--num_ps=%d, --num_workers=%d: both must be >= 1'
-                      % (num_ps, num_workers))
+  if num_ps < 0 or num_workers < 1:
+    raise ConfigError('--num_ps=%d, --num_workers=%d: --num_ps must be >= 0 (0: workers '
+                      'only, all-reduce) and --num_workers >= 1' % (num_ps, num_workers))
   if num_data_workers < 0:
     raise ConfigError('--num_data_workers=%d must be >= 0 (0: no tf.data service)'
                       % num_data_workers)
@@ -146,7 +148,8 @@ class LocalCluster:
   """A ps/worker cluster of local processes; a context manager that kills them all.
 
   Args:
-    num_ps, num_workers: task counts (>= 1 each).
+    num_ps, num_workers: task counts (>= 0 ps: 0 for workers that all-reduce; >= 1
+      workers).
     command: the argv every task runs, without the cluster flags (the launcher appends
       them), e.g. [sys.executable, 'trainer.py', '--flag=value'].
     log_dir: where `<job>-<index>.log` go; created.
@@ -220,16 +223,18 @@ class LocalCluster:
   def startup_line(self):
     ports = '; '.join('%s %s' % (job, ','.join(h.split(':')[1] for h in self.hosts(job)))
                       for job in ('ps', 'worker') + SERVICE_JOBS if self.hosts(job))
-    addressing = ('+ --ps_hosts --worker_hosts --job_name --task_index'
-                  if self.addressing == 'flags' else 'with TF_CONFIG')
+    addressing = ('+ %s--worker_hosts --job_name --task_index' % (
+        '--ps_hosts ' if self.hosts('ps') else '') if self.addressing == 'flags' else
+                  'with TF_CONFIG')
     if self.service_address:
       addressing += ' --%s=%s (a tf.data service dispatcher and %d data workers)' % (
           SERVICE_FLAG, self.service_address, len(self.hosts('data_worker')))
-    return ('launch_local: %d ps + %d workers on 127.0.0.1 (ports: %s), %s; each runs %s '
-            '%s; logs: %s' % (
-                len(self.hosts('ps')), len(self.hosts('worker')), ports, self.isolation_note,
-                shlex.join(self.command_line), addressing,
-                os.path.join(self.log_dir, '<job>-<index>.log')))
+    size = ('%d ps + %d workers' % (len(self.hosts('ps')), len(self.hosts('worker')))
+            if self.hosts('ps') else '%d workers without ps (all-reduce)'
+            % len(self.hosts('worker')))
+    return ('launch_local: %s on 127.0.0.1 (ports: %s), %s; each runs %s %s; logs: %s' % (
+        size, ports, self.isolation_note, shlex.join(self.command_line), addressing,
+        os.path.join(self.log_dir, '<job>-<index>.log')))
 
   def _service_command(self, task):
     """`python -m datasets.data_service` for a dispatcher or data worker task."""
@@ -250,8 +255,8 @@ class LocalCluster:
     if self.service_address:
       argv.append('--%s=%s' % (SERVICE_FLAG, self.service_address))
     if self.addressing == 'flags':
-      argv += ['--ps_hosts=' + ','.join(self.hosts('ps')),
-               '--worker_hosts=' + ','.join(self.hosts('worker')),
+      argv += ['--ps_hosts=' + ','.join(self.hosts('ps'))] if self.hosts('ps') else []
+      argv += ['--worker_hosts=' + ','.join(self.hosts('worker')),
                '--job_name=' + task.job, '--task_index=%d' % task.index]
     return self.network.wrap(argv) if self.network else argv
 
@@ -263,7 +268,9 @@ class LocalCluster:
       env['PYTHONPATH'] = os.pathsep.join(filter(None, [_ROOT, env.get('PYTHONPATH')]))
     elif self.addressing == 'tf_config':
       workers = self.hosts('worker')
-      cluster = {'chief': workers[:1], 'worker': workers[1:], 'ps': self.hosts('ps')}
+      cluster = {'chief': workers[:1], 'worker': workers[1:]}
+      if self.hosts('ps'):
+        cluster['ps'] = self.hosts('ps')
       kind, index = ((task.job, task.index) if task.job == 'ps' else
                      ('chief', 0) if task.index == 0 else ('worker', task.index - 1))
       env['TF_CONFIG'] = json.dumps({'cluster': cluster,
@@ -373,7 +380,8 @@ class LocalCluster:
         self.stop(grace_secs)  # The data service ends with the job.
         return 0
       if stop_requested():
-        print('launch_local: stopping the cluster (SIGTERM to workers, then ps)', flush=True)
+        print('launch_local: stopping the cluster (SIGTERM to workers, then any ps)',
+              flush=True)
         self.stop(grace_secs)
         return self.chief.returncode or next(
             (t.returncode for t in self.tasks if t.returncode), 0)

@@ -39,6 +39,7 @@ alone.
 import functools
 import glob
 import io
+import json
 import os
 import re
 import shutil
@@ -55,6 +56,7 @@ from PIL import Image
 from datasets.conversion import shard_writer
 from datasets.formats import image_records
 from deployment import sync_replicas
+from deployment.cluster import ps_cluster
 from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
@@ -360,7 +362,8 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
 
 
 @pytest.mark.parametrize('argv, text', [
-    (['--num_ps=0', '--', 'true'], 'num_ps=0'),
+    (['--num_ps=-1', '--', 'true'], '--num_ps=-1, --num_workers=2: --num_ps must be >= 0'),
+    (['--num_ps=0', '--num_workers=0', '--', 'true'], '--num_workers >= 1'),
     (['--', 'true', '--worker_hosts=a:1'], '--worker_hosts=a:1'),
     (['--num_workers=1'], 'no command to run'),
     (['--num_workers=1', '--'], 'no command to run'),
@@ -448,14 +451,15 @@ while True:
 '''
 
 
-def _fake_cluster(tmp_path, behaviour, num_workers=2):
+def _fake_cluster(tmp_path, behaviour, num_workers=2, num_ps=1):
+  os.makedirs(tmp_path, exist_ok=True)
   script = tmp_path / 'fake_task.py'
   script.write_text(FAKE_TASK)
   ready = tmp_path / 'ready'
   ready.mkdir()
   command = [sys.executable, str(script), '--behaviour=' + behaviour,
-             '--ready_dir=%s' % ready, '--num_tasks=%d' % (1 + num_workers)]
-  return LocalCluster(1, num_workers, command, str(tmp_path / 'logs'), isolation='none')
+             '--ready_dir=%s' % ready, '--num_tasks=%d' % (num_ps + num_workers)]
+  return LocalCluster(num_ps, num_workers, command, str(tmp_path / 'logs'), isolation='none')
 
 
 def test_the_launcher_runs_any_command_and_says_where_the_logs_are(tmp_path):
@@ -488,6 +492,41 @@ def _all_ready(log_dir, names):
 def _sigterm_time(cluster, name):
   text = open(cluster.task(name).log_path).read()
   return float(text.split(' got SIGTERM at ')[1].split()[0])
+
+
+@pytest.mark.parametrize('addressing', ['flags', 'tf_config'])
+def test_without_ps_every_task_is_a_worker_told_no_ps(tmp_path, addressing):
+  cluster = LocalCluster(0, 3, ['trainer', '--x=1'], str(tmp_path), isolation='none',
+                         addressing=addressing)
+  assert [t.name for t in cluster.tasks] == ['worker-0', 'worker-1', 'worker-2']
+  workers = cluster.hosts('worker')
+  places = []
+  for task in cluster.tasks:
+    argv, env = cluster.command(task), cluster._environment(task)  # pylint: disable=protected-access
+    if addressing == 'flags':
+      assert argv == ['trainer', '--x=1', '--worker_hosts=' + ','.join(workers),
+                      '--job_name=worker', '--task_index=%d' % task.index]
+      places.append(ps_cluster.task_from_flags((), workers, 'worker', task.index))
+    else:
+      assert argv == ['trainer', '--x=1'] and 'ps' not in json.loads(env['TF_CONFIG'])[
+          'cluster']
+      places.append(ps_cluster.task_from_tf_config(env['TF_CONFIG']))
+  assert [(p.ps_hosts, p.worker_hosts, p.task_index) for p in places] == [
+      ((), tuple(workers), i) for i in range(3)]
+  line = cluster.startup_line()
+  assert line.startswith('launch_local: 3 workers without ps (all-reduce) on 127.0.0.1 '
+                         '(ports: worker %s)' % ','.join(h.split(':')[1] for h in workers))
+  assert '--ps_hosts' not in line
+
+
+def test_a_cluster_without_ps_ends_with_its_chief_or_its_first_failure(tmp_path):
+  """Supervision needs no ps: a failed worker stops the others and gives its status; the
+  chief's success ends the job with 0."""
+  with _fake_cluster(tmp_path / 'failed', 'worker-1:exit138', num_ps=0) as cluster:
+    assert cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05) == 138
+  assert [t.returncode for t in cluster.tasks] == [0, 138]   # The chief: stopped.
+  with _fake_cluster(tmp_path / 'done', 'worker-0:finish,worker-1:finish', num_ps=0) as cluster:
+    assert cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05) == 0
 
 
 def test_a_failed_task_stops_the_cluster_and_gives_its_status(tmp_path):
