@@ -117,3 +117,15 @@ def test_the_start_up_line_says_which_variable_update_runs(digits_dir, tmp_path,
                gradient_repacking=3, max_number_of_steps=1))
   assert ('replicated: a copy per clone, gradients all-reduced over 2 clone(s) of 1 '
           'worker(s) in 3 pack(s)') in caplog.text
+
+
+def test_precise_batch_norm_counts_every_clones_batch_into_clone_0s_statistics(
+    digits_dir, tmp_path, caplog):
+  caplog.set_level(logging.INFO, logger='absl')
+  result = train(config(digits_dir, tmp_path / 'bn', variable_update='replicated',
+                        use_batch_norm=True, precise_bn_batches=2, max_number_of_steps=2,
+                        deterministic=False))
+  assert ('moving mean and variance of 3 layers recomputed with the final weights over 2 '
+          'training batches of 16 examples') in caplog.text
+  assert not [name for name, _ in tf.train.list_variables(result.checkpoint)
+              if name.startswith('clone_')]
