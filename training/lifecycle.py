@@ -291,7 +291,9 @@ def _run(job, stop_event):
     return EXIT_OK
   try:
     # Names may appear late (Kubernetes pods): waited for within the start-up budget.
-    server = ps_cluster.start_server(job.task, job.config.startup_timeout_secs)
+    server = ps_cluster.start_server(
+        job.task, job.config.startup_timeout_secs,
+        cpu_devices=job.config.num_clones if job.config.clone_on_cpu else 1)
   except ps_cluster.NamesUnresolved as error:
     # A peer pod not scheduled yet is worth a retry (138), as a task that never arrives.
     errors.print_error(str(error))

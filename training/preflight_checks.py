@@ -124,7 +124,8 @@ def _results(problems, ok_line):
 
 def _address_results(task, kind, planned):
   """Whether the hosts resolve and the ports are free, where the addresses are known."""
-  size = '%d ps + %d workers' % (task.num_ps, task.num_workers)
+  size = ('%d ps + %d workers' % (task.num_ps, task.num_workers) if task.num_ps else
+          '%d workers without ps (all-reduce)' % task.num_workers)
   if kind == LAUNCH_LOCAL:
     service = planned.launch_local_data_workers
     return [(True, 'the launch_local job: %s%s on this host, on ports the launcher picks '

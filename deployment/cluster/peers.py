@@ -27,11 +27,13 @@ __all__ = ['COLLECTIVE_LEADER', 'server_config', 'session_device_filters',
 COLLECTIVE_LEADER = '/job:worker/replica:0/task:0'
 
 
-def server_config(task, inter_op_threads=0):
+def server_config(task, inter_op_threads=0, cpu_devices=1):
   """The ConfigProto of `task`'s server (ps_cluster.start_server).
 
   A ps task reaches only itself; a worker beside ps tasks the ps job and itself; a worker
-  of a cluster without ps only itself, and it names the collective group leader.
+  of a cluster without ps only itself, and it names the collective group leader. A
+  worker's server has `cpu_devices` logical CPU devices (clones on CPUs: one each; the
+  server's devices are what its sessions see, whatever their own config says).
   """
   if task.job_name == 'ps':
     filters = ['/job:ps/task:%d' % task.task_index]
@@ -41,6 +43,8 @@ def server_config(task, inter_op_threads=0):
     filters = ['/job:worker/task:%d' % task.task_index]
   config = tf.ConfigProto(device_filters=filters,
                           inter_op_parallelism_threads=inter_op_threads)
+  if task.job_name != 'ps' and cpu_devices > 1:
+    config.device_count['CPU'] = cpu_devices
   if not task.ps_hosts:
     config.experimental.collective_group_leader = COLLECTIVE_LEADER
   return config

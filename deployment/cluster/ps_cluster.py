@@ -316,7 +316,7 @@ def device_filters(deploy_config):
   return peers.session_device_filters(deploy_config)
 
 
-def start_server(task, names_timeout_secs=0.0):
+def start_server(task, names_timeout_secs=0.0, cpu_devices=1):
   """Starts this task's gRPC server; returns the `tf.distribute.Server`.
 
   TensorFlow binds every interface ('0.0.0.0', shown by `ss -ltn` as `*:port`) whatever
@@ -327,7 +327,8 @@ def start_server(task, names_timeout_secs=0.0):
   First every host name of the cluster must resolve, waited for up to
   `names_timeout_secs` (0 = forever: a Kubernetes pod's name appears after it starts),
   else NamesUnresolved; and this task's port must be free, else ClusterError; one line
-  naming the task.
+  naming the task. A worker's server gets `cpu_devices` logical CPU devices (clones on
+  CPUs).
   """
   unresolved = preflight.wait_for_names(task, names_timeout_secs)
   if unresolved:
@@ -339,7 +340,8 @@ def start_server(task, names_timeout_secs=0.0):
     raise ClusterError(taken)
   return tf.train.Server(task.cluster_spec(), job_name=task.job_name,
                          task_index=task.task_index, start=True,
-                         config=peers.server_config(task, server_inter_op_threads()))
+                         config=peers.server_config(task, server_inter_op_threads(),
+                                                    cpu_devices))
 
 
 def server_inter_op_threads(environ=os.environ, cores=None):

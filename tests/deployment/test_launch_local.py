@@ -170,6 +170,39 @@ def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path
   assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)), reference, start)
 
 
+@pytest.mark.cluster
+def test_two_workers_of_two_clones_without_ps_update_like_one_worker_of_the_global_batch(
+    tmp_path):
+  """All-reduce: 2 workers x 2 clones of batch b/2, no ps (--variable_update=replicated),
+  against the same ONE worker of batch 2b: worker k's two clones draw shard k's b
+  examples each step, and the all-reduce averages the 4 clones' gradients."""
+  flags, reference, start = sync_reference(tmp_path)
+  flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
+                                                          '--sync_trace', '--batch_size'))]
+  flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
+            '--variable_update=replicated']
+  train_dir = tmp_path / 'cluster'
+  result = subprocess.run(launcher_argv(0, 2, flags, '--task_log_dir=%s' % (train_dir / 'logs')),
+                          cwd=ROOT, env=environment(), capture_output=True, text=True,
+                          timeout=WAIT_SECS)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert 'worker-0: 0, worker-1: 0' in result.stdout, result.stdout
+  logs = {os.path.basename(p): open(p).read()
+          for p in glob.glob(str(train_dir / 'logs' / '*.log'))}
+  assert sorted(logs) == ['worker-0.log', 'worker-1.log']
+  for name, text in logs.items():
+    assert_clean_log(text, name)
+    assert steps(text) == [STEPS], text
+    assert 'gradients all-reduced over 2 clone(s) of 2 worker(s)' in text
+    assert 'ran on /job:worker/replica:0/task:%s/device:CPU:1' % name[7] in text, text
+  assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1
+  assert checkpoint_steps(train_dir) == [STEPS]
+  largest, of_movement = assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)),
+                                           reference, start)
+  print('2 workers x 2 clones all-reduce against one worker of the global batch: largest '
+        'absolute difference %.3g, %.3g of the movement' % (largest, of_movement))
+
+
 def _check_run_logs(train_dir):
   """One log per task, each clean; per-worker throughput; the ps left on its own; only
   the chief wrote events."""

@@ -101,8 +101,15 @@ def test_a_launch_local_job_gets_the_launchers_and_the_trainers_checks(digits_di
   no_ps = preflight_checks.check_before_launch(plain(digits_dir, tmp_path / 't'), {},
                                                PlannedJob(launch_local_workers=2,
                                                           launch_local_ps=0))
-  assert no_ps == [(False, 'the launch_local job (--launch_local_*): --num_ps=0, '
-                           '--num_workers=2: both must be >= 1')]
+  assert failures(no_ps) == ['--worker_replicas=2 with --num_ps_tasks=0: workers without '
+                             'parameter servers all-reduce their gradients, which needs '
+                             '--variable_update=replicated (or give parameter servers)']
+  all_reduce = preflight_checks.check_before_launch(
+      plain(digits_dir, tmp_path / 't', variable_update='replicated'), {},
+      PlannedJob(launch_local_workers=2, launch_local_ps=0))
+  assert not failures(all_reduce), all_reduce
+  assert all_reduce[0][1].startswith('the launch_local job: 2 workers without ps '
+                                     '(all-reduce) on this host')
   own_hosts = config(digits_dir, tmp_path / 't', 2)
   [(passed, line)] = preflight_checks.check_before_launch(own_hosts, {}, job)
   assert not passed and line.startswith('the launch_local job (--launch_local_*): the '
