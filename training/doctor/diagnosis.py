@@ -34,8 +34,8 @@ class Diagnosis:
 
   Attributes:
     run: what was measured: model_name, dataset_name, dataset_split_name, batch_size
-      (per clone), num_clones, clone_on_cpu, cpu_cores, doctor_rounds, doctor_steps,
-      doctor_warmup_steps.
+      (per clone), num_clones, clone_on_cpu, variable_update, gradient_repacking (None
+      unless replicated), cpu_cores, doctor_rounds, doctor_steps, doctor_warmup_steps.
     devices: `deployment.trace.placement.VisibleDevices` of the full step's session config.
     measurements: `measure.Measurement`s: input alone, synthetic 1..N, full step.
     placements: `deployment.trace.placement.ClonePlacement`s of the traced full step (empty when
@@ -64,6 +64,9 @@ def _run_summary(config, settings):
   return dict(model_name=config.model_name, dataset_name=config.dataset_name,
               dataset_split_name=config.dataset_split_name, batch_size=config.batch_size,
               num_clones=config.num_clones, clone_on_cpu=config.clone_on_cpu,
+              variable_update=config.variable_update,
+              gradient_repacking=(config.gradient_repacking
+                                  if config.variable_update == 'replicated' else None),
               cpu_cores=os.cpu_count(), doctor_rounds=settings.doctor_rounds,
               doctor_steps=settings.doctor_steps,
               doctor_warmup_steps=settings.doctor_warmup_steps)

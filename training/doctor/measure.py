@@ -5,7 +5,8 @@ alternating rounds.
                           else: examples/sec the data can be made at.
   model, synthetic data   the trainer's own graph (`build_training_graph`) with n clones, its
                           input replaced by `SyntheticInput` (one batch of zeros): forward,
-                          backward, gradient sum and update, without the pipeline's work.
+                          backward, gradient sum (or all-reduce, replicated) and update,
+                          without the pipeline's work.
   full training step      the trainer's graph as the flags build it; one more step is traced
                           (FULL_TRACE) for `deployment.trace.placement`. Its input-wait share is
                           the trainer's own (training.summaries.InputWait), as the
@@ -33,7 +34,7 @@ from typing import Optional, Tuple
 from absl import logging
 
 from datasets.inputs.synthetic_input import SyntheticInput
-from deployment import model_deploy, xla
+from deployment import model_deploy, replicated, xla
 from deployment.session.session_config import make_session_config
 from tf_compat import tf
 from training import optimization
@@ -42,8 +43,8 @@ from training.train import build_training_graph
 
 __all__ = ['INPUT', 'SYNTHETIC', 'FULL', 'LOCAL_BUFFER', 'SERVICE_BUFFER', 'SERVICE_REQUESTS',
            'Measurement', 'Component', 'session_config_for', 'with_clones',
-           'buffered_batches', 'own_service_job', 'input_component', 'step_component',
-           'error_text', 'measure']
+           'buffered_batches', 'own_service_job', 'input_component', 'initialize_and_sync',
+           'step_component', 'error_text', 'measure']
 
 INPUT = 'input pipeline alone'
 SYNTHETIC = 'model, synthetic data'
@@ -117,12 +118,15 @@ def with_clones(setup, num_clones, synthetic):
   """`setup` of one worker with `num_clones` clones (its config's too), on SyntheticInput
   if asked.
 
-  The deployment keeps the config's clone_on_cpu; the global batch and the schedule's
-  steps follow the clone count as check_train_config would compute them.
+  The deployment keeps the config's clone_on_cpu, variable update and gradient
+  repacking (so every count is timed as training would run it); the global batch and the
+  schedule's steps follow the clone count as check_train_config would compute them.
   """
   config = dataclasses.replace(setup.config, num_clones=num_clones)
-  deploy_config = model_deploy.DeploymentConfig(num_clones=num_clones,
-                                                clone_on_cpu=config.clone_on_cpu)
+  deploy_config = model_deploy.DeploymentConfig(
+      num_clones=num_clones, clone_on_cpu=config.clone_on_cpu,
+      variable_update=config.variable_update,
+      gradient_repacking=config.gradient_repacking)
   return dataclasses.replace(
       setup, config=config, deploy_config=deploy_config,
       input=SyntheticInput(setup.input) if synthetic else setup.input,
@@ -174,7 +178,8 @@ def input_component(setup, session_config=None):
 def step_component(setup, session_config=None):
   """One training step as `build_training_graph(setup)` builds it: SYNTHETIC when
   setup's input is a SyntheticInput, else FULL. Variables start from their initializers
-  (a fine-tuning checkpoint would not change the speed)."""
+  (a fine-tuning checkpoint would not change the speed); replicated copies are then
+  synced from clone 0 as the trainer's local init does (`replicated.REPLICA_SYNC`)."""
   config = setup.config
   num_clones = setup.deploy_config.num_clones
   name = SYNTHETIC if isinstance(setup.input, SyntheticInput) else FULL
@@ -182,12 +187,24 @@ def step_component(setup, session_config=None):
   graph = tf.Graph()
   with graph.as_default():
     built = build_training_graph(setup)
-    init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
-                    tf.tables_initializer())
+    init = initialize_and_sync()
   examples = config.batch_size * num_clones * config.num_micro_batches
   return Component(name, num_clones, examples, graph, init, built.train_op,
                    session_config or session_config_for(config, setup.deploy_config),
                    input_wait=built.input_wait, lead_in=buffered_batches(setup))
+
+
+def initialize_and_sync():
+  """In the default graph: one op initializing every variable and table, then copying
+  clone 0's values to a replicated deployment's copies (REPLICA_SYNC, which reads the
+  initialized originals; nothing more for parameter_server)."""
+  init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
+                  tf.tables_initializer())
+  sync = tf.get_collection(replicated.REPLICA_SYNC)
+  if not sync:
+    return init
+  with tf.control_dependencies([init]):
+    return tf.group(*sync)
 
 
 def _seconds_per_step(component, steps):

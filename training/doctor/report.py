@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from deployment.trace.placement import describe_placement, short_device
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
 
-__all__ = ['TEXT_FILE', 'JSON_FILE', 'PLOT_FILE', 'format_text', 'to_json', 'plot', 'write']
+__all__ = ['TEXT_FILE', 'JSON_FILE', 'PLOT_FILE', 'variable_update_line', 'format_text',
+           'to_json', 'plot', 'write']
 
 TEXT_FILE, JSON_FILE, PLOT_FILE = 'doctor.txt', 'doctor.json', 'doctor.png'
 _ROW = '%-22s %6s %13s %7s %10s %11s %13s'
@@ -79,13 +80,25 @@ def _input_wait(measurements):
           for m in measurements if m.component == FULL and m.input_wait_share is not None]
 
 
+def variable_update_line(run):
+  """Which variable update every step ran (--variable_update), with the repacking when
+  replicated."""
+  if run['variable_update'] == 'replicated':
+    return ('Variable update: replicated (a copy of the variables per clone, the gradients '
+            'all-reduced in %d pack(s): --gradient_repacking=%d)'
+            % (run['gradient_repacking'], run['gradient_repacking']))
+  return ('Variable update: %s (one copy of the variables, the clones\' gradients summed '
+          'on one device)' % run['variable_update'])
+
+
 def format_text(diagnosis):
-  """The report as printed: header, devices, placement, table, verdict."""
+  """The report as printed: header, variable update, devices, placement, table, verdict."""
   run = diagnosis.run
   lines = ['Doctor: %s on %s/%s, batch %d per clone, %d clone(s) %s' % (
       run['model_name'], run['dataset_name'], run['dataset_split_name'], run['batch_size'],
       run['num_clones'],
       'on logical CPU devices (--clone_on_cpu)' if run['clone_on_cpu'] else 'on GPUs'),
+           variable_update_line(run),
            'Timing: %d rounds of %d steps per component after %d warm-up steps; medians '
            'over the rounds' % (run['doctor_rounds'], run['doctor_steps'],
                                 run['doctor_warmup_steps'])]

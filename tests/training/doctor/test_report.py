@@ -14,7 +14,7 @@ from training.doctor.measure import FULL, INPUT, SYNTHETIC, Measurement
 CPU = '/job:localhost/replica:0/task:0/device:CPU:%d'
 
 
-def _diagnosis(failed_at_two=False):
+def _diagnosis(failed_at_two=False, **run_changes):
   synthetic_two = (Measurement(SYNTHETIC, 2, None, None,
                                error='out of memory (ResourceExhaustedError)')
                    if failed_at_two else
@@ -26,8 +26,10 @@ def _diagnosis(failed_at_two=False):
                 ClonePlacement(1, 'clone_1', '/device:CPU:1', {CPU % 0: 3, CPU % 1: 37},
                                CPU % 1))
   run = dict(model_name='lenet', dataset_name='digits', dataset_split_name='train',
-             batch_size=32, num_clones=2, clone_on_cpu=True, cpu_cores=2, doctor_rounds=3,
-             doctor_steps=10, doctor_warmup_steps=5)
+             batch_size=32, num_clones=2, clone_on_cpu=True, variable_update='parameter_server',
+             gradient_repacking=None, cpu_cores=2, doctor_rounds=3, doctor_steps=10,
+             doctor_warmup_steps=5)
+  run.update(run_changes)
   verdict = verdicts.decide(measurements, 2, shared={}, clone_on_cpu=True)
   return Diagnosis(run, VisibleDevices((), ((CPU % 0, 'CPU'), (CPU % 1, 'CPU'))),
                    measurements, placements, verdict)
@@ -47,6 +49,16 @@ def test_the_text_holds_devices_placement_table_and_verdict():
   assert all(line == line.rstrip() for line in text.splitlines())
 
 
+def test_the_text_says_which_variable_update_ran_and_the_repacking_when_replicated():
+  lines = report.format_text(_diagnosis()).splitlines()
+  assert lines[1] == ('Variable update: parameter_server (one copy of the variables, the '
+                      'clones\' gradients summed on one device)')
+  lines = report.format_text(_diagnosis(variable_update='replicated',
+                                        gradient_repacking=3)).splitlines()
+  assert lines[1] == ('Variable update: replicated (a copy of the variables per clone, the '
+                      'gradients all-reduced in 3 pack(s): --gradient_repacking=3)')
+
+
 def test_write_gives_text_json_and_a_png_of_the_plot(tmp_path):
   diagnosis = _diagnosis()
   paths = report.write(diagnosis, str(tmp_path))
@@ -56,6 +68,7 @@ def test_write_gives_text_json_and_a_png_of_the_plot(tmp_path):
   with open(paths[1]) as handle:
     data = json.load(handle)
   assert data['verdict']['name'] == 'clone overhead'
+  assert data['run']['variable_update'] == 'parameter_server'
   assert [m['examples_per_sec'] for m in data['measurements']] == [5000.0, 400.0, 420.0, 410.0]
   assert data['placement'][1]['ops_by_device'] == {CPU % 0: 3, CPU % 1: 37}
   with open(paths[2], 'rb') as handle:
