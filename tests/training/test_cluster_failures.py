@@ -317,3 +317,74 @@ def test_a_worker_ended_by_damaged_data_leaves_so_the_ps_exits(digits_dir, tmp_p
       assert status == 0, '%s exited %s\n%s' % (name, status, log_text(cluster.task(name))[-3000:])
     assert 'Worker 0 leaves: finished' in log_text(cluster.task('worker-0'))
   assert checkpoint_steps(tmp_path / 'train')[-1] == 80
+
+
+# Workers without parameter servers (--variable_update=replicated): every step all-reduces
+# every worker's gradients, so one worker lost ends every task (138), named, and the job
+# is relaunched whole.
+def _all_reduce_flags(digits_dir, train_dir, **overrides):
+  values = dict(variable_update='replicated', max_number_of_steps=40, save_interval_steps=5,
+                log_every_n_steps=1, step_timeout_secs=8, startup_timeout_secs=8)
+  values.update(overrides)
+  return train_flags(digits_dir, train_dir, **values)
+
+
+def _assert_ended_naming(cluster, survivors, missing, reason):
+  for name in survivors:
+    status = cluster.wait(name, 60)
+    text = log_text(cluster.task(name))
+    assert status == 138, '%s exited %s\n%s' % (name, status, text[-3000:])
+    assert 'Traceback' not in text
+    lines = error_lines(text)
+    assert len(lines) == 1 and missing in lines[0], lines
+    assert reason.search(lines[0]), lines
+
+
+@pytest.mark.parametrize('how', ['SIGKILL', 'SIGSTOP'])
+def test_all_reduce_a_worker_killed_or_frozen_ends_every_other_task_naming_it(
+    digits_dir, tmp_path, how):
+  """3 workers without ps; worker 1 SIGKILLed (the others' collective fails at once) or
+  SIGSTOPped (it still accepts connections: the others' step times out, and the probe
+  names it) at step 5; then the relaunched job resumes from the chief's checkpoint."""
+  train_dir = tmp_path / 'train'
+  flags = _all_reduce_flags(digits_dir, train_dir)
+  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs')) as cluster:
+    wait_for_step(cluster, 'worker-1', 5)
+    wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
+    cluster.signal('worker-1', getattr(signal, how))
+    try:
+      reason = re.compile('lost the cluster|no training step finished for 8 s' if how ==
+                          'SIGKILL' else 'no training step finished for 8 s|lost the cluster')
+      _assert_ended_naming(cluster, ('worker-0', 'worker-2'),
+                           'worker 1 (%s)' % cluster.hosts('worker')[1], reason)
+    finally:
+      cluster.signal('worker-1', signal.SIGCONT)
+      cluster.signal('worker-1', signal.SIGKILL)
+  saved = checkpoint_steps(train_dir)[-1]
+  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs2')) as cluster:
+    _assert_all_exit_0(cluster)
+    chief = log_text(cluster.chief)
+    assert 'Resuming from %s' % (train_dir / ('model.ckpt-%d' % saved)) in chief
+    for task in cluster.tasks:  # Every worker starts at the chief's step (the broadcast).
+      assert ready_steps(log_text(task))[0] == saved, task.name
+  assert checkpoint_steps(train_dir)[-1] == 40
+
+
+def test_all_reduce_a_worker_that_never_arrives_is_named_on_every_task(digits_dir, tmp_path):
+  """Two jobs without ps side by side: in one worker 1 never starts (the leader waits for
+  it), in the other the leader, worker 0, never starts (worker 1 waits for it, which no
+  session time-out ends: the watchdog does)."""
+  flags = _all_reduce_flags(digits_dir, tmp_path / 'train')
+  no_member = LocalCluster(0, 2, trainer(flags), str(tmp_path / 'a'))
+  no_leader = LocalCluster(0, 2, trainer(flags), str(tmp_path / 'b'))
+  try:
+    no_member.start_task('worker-0')
+    no_leader.start_task('worker-1')
+    reason = re.compile('the training session was not ready after 8 s')
+    _assert_ended_naming(no_member, ['worker-0'], 'not answering: worker 1 (%s)'
+                         % no_member.hosts('worker')[1], reason)
+    _assert_ended_naming(no_leader, ['worker-1'], 'not answering: the chief, worker 0 (%s)'
+                         % no_leader.hosts('worker')[0], reason)
+  finally:
+    no_member.kill()
+    no_leader.kill()
