@@ -69,3 +69,31 @@ def test_a_worker_with_another_batch_size_refuses_before_its_first_step(digits_d
   assert max(steps(logs['worker-0'])) == 10
   for name in ('ps-0', 'worker-0'):
     assert_clean_log(logs[name], name)
+
+
+@pytest.mark.cluster
+def test_without_ps_a_worker_with_another_repacking_refuses_before_any_collective(
+    digits_dir, tmp_path):
+  """Workers all-reducing (no ps): the chief's settings come by broadcast before the
+  session; worker 1, given another --gradient_repacking (another set of collectives),
+  refuses in one line (2) instead of waiting in a collective that never matches; the
+  chief, whose group lost a member, ends at its start-up timeout naming it (138)."""
+  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=10,
+                      variable_update='replicated', startup_timeout_secs=8)
+  cluster = LocalCluster(0, 2, trainer(flags), str(tmp_path / 'logs'))
+  try:
+    cluster.start_task('worker-0')
+    cluster.command_line = trainer(flags + ['--gradient_repacking=3'])  # worker 1's start
+    cluster.start_task('worker-1')
+    statuses = {task.name: cluster.wait(task.name, WAIT_SECS) for task in cluster.tasks}
+    logs = {task.name: log_text(task) for task in cluster.tasks}
+  finally:
+    cluster.kill()
+  assert statuses == {'worker-0': 138, 'worker-1': 2}, logs
+  line, = error_lines(logs['worker-1'])
+  assert line.startswith('error: worker 1 does not train what the chief trains: '
+                         '--gradient_repacking=3 here, --gradient_repacking=2 on the chief '
+                         '(worker 0)'), line
+  assert steps(logs['worker-1']) == [] and steps(logs['worker-0']) == []
+  line, = error_lines(logs['worker-0'])
+  assert 'not answering: worker 1 (' in line, line
