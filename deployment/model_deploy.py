@@ -34,7 +34,11 @@ Placement: `deployment_config` (where clones, variables, inputs and the optimize
 With `variable_update='replicated'` each clone has its own copy of the variables and the
 clones' gradients are all-reduced instead of summed on one device (`deployment.replicated`
 says how); the losses, the regularization on the first clone, the update ops and the
-summaries are as above, and `deploy` returns the same DeployedModel.
+summaries are as above, and `deploy` returns the same DeployedModel. The copies must
+start equal to clone 0 after the initialization or a restore: run the op in the
+`replicated.REPLICA_SYNC` collection in the local init op (training.session_loop does; with
+slim.learning.train pass `local_init_op=tf.group(tf.local_variables_initializer(),
+tf.tables_initializer(), *tf.get_collection(replicated.REPLICA_SYNC))`).
 """
 
 import collections

@@ -221,3 +221,33 @@ def test_settings_that_cannot_work_are_refused_in_one_line(kwargs, message):
   with pytest.raises(ValueError, match=message.replace('(', r'\(').replace(')', r'\)')) as error:
     DeploymentConfig(**kwargs)
   assert '\n' not in str(error.value)
+
+
+def test_slim_learning_train_runs_the_replicated_train_op_with_the_sync_in_its_local_init(
+    tmp_path):
+  """slim's own loop: `deploy`'s train_op as ever; the copies' sync goes in the
+  local_init_op it is given (REPLICA_SYNC), and the copies end equal to clone 0."""
+  with tf.Graph().as_default():
+    config = DeploymentConfig(num_clones=2, clone_on_cpu=True, variable_update='replicated')
+    iterator = tf.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensor_slices((DATA, TARGETS)).batch(4).repeat())
+    deployed = model_deploy.deploy(config, _model_fn(iterator),
+                                   optimizer=_optimizer('momentum'))
+    local_init = tf.group(tf.local_variables_initializer(), tf.tables_initializer(),
+                          *tf.get_collection(replicated.REPLICA_SYNC))
+    seen = {}
+
+    def train_step(sess, train_op, global_step, kwargs):
+      loss, done = slim.learning.train_step(sess, train_op, global_step, kwargs)
+      seen.update({v.op.name: sess.run(v) for v in tf.global_variables() +
+                   tf.local_variables()})
+      return loss, done
+    slim.learning.train(deployed.train_op, str(tmp_path), number_of_steps=3,
+                        local_init_op=local_init, train_step_fn=train_step,
+                        session_config=session_config.make_session_config(config),
+                        save_summaries_secs=0, save_interval_secs=0)
+  assert seen['global_step'] == 3
+  for name in ('fc1/weights', 'fc2/biases', 'fc1/weights/Momentum'):
+    np.testing.assert_array_equal(seen['clone_1/' + name], seen[name])
+  saved = dict(tf.train.list_variables(str(tmp_path)))
+  assert 'fc1/weights' in saved and not [n for n in saved if n.startswith('clone_')]
