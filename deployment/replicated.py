@@ -39,7 +39,8 @@ from tensorflow.python.ops import collective_ops
 
 from tf_compat import tf
 
-__all__ = ['REPLICA_SYNC', 'copy_getter', 'copy_name', 'is_copy', 'original_name', 'copies_of',
+__all__ = ['REPLICA_SYNC', 'StopVote', 'copy_getter', 'copy_name', 'is_copy', 'original_name',
+           'copies_of',
            'all_reduce', 'keep_one_copy', 'sync_op', 'split_by_clone']
 
 REPLICA_SYNC = 'slimdeploy_replica_sync'
@@ -238,3 +239,33 @@ def sync_op(config, graph=None):
     op = tf.group(*(assigns + broadcast), name='replica_sync')
   graph.add_to_collection(REPLICA_SYNC, op)
   return op
+
+
+class StopVote:
+  """Workers without ps stop after the same step: each step ends with a vote (a max over
+  the workers' CPUs of a flag set when this worker was asked to stop), so a stop asked of
+  any worker (SIGTERM, a time limit) stops them all after the same step, and the chief
+  saves it. Without the vote a worker that stopped first would leave the others blocked
+  in the next step's all-reduce.
+
+  Build it in the training graph after `deploy` (every worker in the same order: its
+  instance key follows the gradients'); `request(sess)` when asked to stop; `agreed(sess)`
+  after each step, on every worker.
+  """
+
+  def __init__(self, config):
+    graph = tf.get_default_graph()
+    with tf.device(config.optimizer_device()), tf.name_scope('stop_vote'):
+      flag = tf.Variable(0.0, trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                         name='requested')
+      self._request = flag.assign(1.0)
+      self._agreed = collective_ops.all_reduce(
+          flag.read_value(), config.num_replicas, BROADCAST_GROUP_KEY,
+          _InstanceKeys(graph).next(), merge_op='Max', final_op='Id')
+
+  def request(self, sess):
+    sess.run(self._request)
+
+  def agreed(self, sess):
+    """Whether any worker asked to stop by its vote of this step (the same on all)."""
+    return bool(sess.run(self._agreed))

@@ -141,25 +141,36 @@ def _step_of(train_step_fn, sess, global_step):
 
 
 def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog, saves,
-               stop_event):
+               stop_event, stop_vote=None):
   """Steps until the step function or the coordinator says stop, a stop is requested,
   or inputs end; between two steps the chief's `saves` may save. The graph's Python
-  objects stay out of the cyclic collector's passes meanwhile (core.heap)."""
+  objects stay out of the cyclic collector's passes meanwhile (core.heap). With a
+  `stop_vote` (deployment.replicated.StopVote) every worker stops after the step at whose
+  end one of them had been asked to. -> True when a stop request ended the steps."""
+  asked = lambda: stop_event is not None and stop_event.is_set()
   with heap.frozen():
     try:
       while not sv.should_stop():
         _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
+        if stop_vote is not None:
+          if asked():
+            stop_vote.request(sess)
+          if stop_vote.agreed(sess):
+            logging.info('Stopping training: a worker was asked to stop')
+            return True
         if watchdog:
           watchdog.beat()
         if not should_stop and saves is not None:
           saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
-        # A stop requested during that save ends the run here, not one step later.
-        if should_stop or (stop_event is not None and stop_event.is_set()):
+        # A stop requested during that save ends the run here, not one step later (with
+        # a vote, at the next vote: the others are in the next step already).
+        if should_stop or (stop_vote is None and asked()):
           logging.info('Stopping training')
-          return
+          return asked()
     except tf.errors.OutOfRangeError as error:
       # The input ended, or the chief closed the sync token queue: training is over.
       logging.info('Training ended (%s)', str(error).splitlines()[0])
+  return asked()
 
 
 def _start_runners(sv, sess, is_chief, ops, rejoined):
@@ -250,7 +261,8 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
                      init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
                      session_config, timeouts, stop_event=None, worker_stats=None,
                      finish_fn=None, before_steps=None, absent_tasks=None,
-                     input_state=None, owns_model=False, before_session=None):
+                     input_state=None, owns_model=False, before_session=None,
+                     stop_vote=None):
   """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
   `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
@@ -263,10 +275,10 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
   step, under the start-up timeout (training.cluster_agreement's check of the chief's
   settings). The Watchdog is armed in a cluster (`master` set) or with `input_state` (->
   '' or '; why no input comes'); its time-out line names the tasks `absent_tasks()` finds
-  (deployment.cluster.ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats.
-  `owns_model`: a worker of a cluster without ps (module doc); `before_session()` runs
-  under the start-up timeout before the session (their settings agreement, before any
-  collective). -> True when training ran to its end, False when `stop_event` ended it."""
+  (ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats. Workers without ps
+  (`owns_model`, module doc): `before_session()`, their settings agreement before any
+  collective (start-up timeout); `stop_vote`, their vote on the step to stop after.
+  -> True when training ran to its end, False when a stop request ended it."""
   ops, sv, manager, saves = _supervise(
       train_op, logdir, is_chief, owns_model, bool(master), global_step, init_fn,
       sync_optimizer, worker_stats, timeouts, Cadence(save_interval_steps,
@@ -291,11 +303,10 @@ def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, globa
         watchdog.enter('training', sess, ops.add_token, ops.sync_state)
       rejoins = _rejoins(train_step_fn, manager, _begin(sv, sess, global_step, saves))
       runners = _start_runners(sv, sess, is_chief, ops, rejoins)
-      _run_steps(sv, sess, train_step_fn, train_op, global_step,
-                 {'step_after_train': ops.step_after_train,
-                  'summary_writer': sv.summary_writer if saves else None},
-                 watchdog, saves, stop_event)
-      finished = not (stop_event is not None and stop_event.is_set())
+      finished = not _run_steps(sv, sess, train_step_fn, train_op, global_step,
+                                {'step_after_train': ops.step_after_train,
+                                 'summary_writer': sv.summary_writer if saves else None},
+                                watchdog, saves, stop_event, stop_vote)
       if watchdog:
         watchdog.enter('finishing')
       _finish(sess, saves, finished, finish_fn, watchdog)

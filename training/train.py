@@ -17,7 +17,8 @@ import os
 
 from absl import logging
 
-from deployment import accumulation, precision, sync_replicas, worker_stats, xla
+from deployment import (accumulation, precision, replicated, sync_replicas, worker_stats,
+                        xla)
 from deployment.cluster import ps_cluster
 from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
 from deployment.session.precision_options import uses_loss_scale
@@ -54,7 +55,7 @@ TrainResult.__doc__ += ('; local_steps: the steps this process ran; worker_steps
 TrainGraph = collections.namedtuple(
     'TrainGraph', ['train_op', 'summaries', 'global_step', 'optimizer', 'init_fn',
                    'learning_rate', 'input_wait', 'worker_stats', 'progress_scalars',
-                   'skips', 'precise_bn', 'agreement', 'data_workers'])
+                   'skips', 'precise_bn', 'agreement', 'data_workers', 'stop_vote'])
 
 
 def _skip_counter(setup):
@@ -281,7 +282,8 @@ def build_training_graph(setup):
   return TrainGraph(train_op, gated, global_step, optimizer,
                     _fine_tune_init_fn(setup), learning_rate, input_wait.total,
                     stats, scalars, skips, precise,
-                    _agreement(setup), _data_workers(setup))
+                    _agreement(setup), _data_workers(setup),
+                    replicated.StopVote(deploy_config) if _owns_model(config) else None)
 
 
 def _data_workers(setup):
@@ -379,7 +381,8 @@ def _run_loop(setup, graph, step_fn, stop_event, absent_tasks):
         absent_tasks=absent_tasks,
         input_state=graph.data_workers.describe if graph.data_workers else None,
         owns_model=_owns_model(config), before_session=functools.partial(
-            agreement.settle, config.master, session_config) if broadcast else None)
+            agreement.settle, config.master, session_config) if broadcast else None,
+        stop_vote=graph.stop_vote)
 
 
 def train(config, stop_event=None, absent_tasks=None):

@@ -388,3 +388,30 @@ def test_all_reduce_a_worker_that_never_arrives_is_named_on_every_task(digits_di
   finally:
     no_member.kill()
     no_leader.kill()
+
+
+def test_all_reduce_a_stop_asked_of_one_worker_stops_every_worker_after_the_same_step(
+    digits_dir, tmp_path):
+  """SIGTERM to worker 1 alone (a preempted node): the stop vote at the end of each step
+  stops all three after the same step; the chief saves it, everyone exits 0, and a
+  relaunch resumes there."""
+  train_dir = tmp_path / 'train'
+  flags = _all_reduce_flags(digits_dir, train_dir, max_number_of_steps=400)
+  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs')) as cluster:
+    wait_for_step(cluster, 'worker-1', 5)
+    cluster.signal('worker-1', signal.SIGTERM)
+    _assert_all_exit_0(cluster)
+    done = {task.name: re.findall(r'Training done at global step (\d+)', log_text(task))
+            for task in cluster.tasks}
+    assert 'a worker was asked to stop' in log_text(cluster.chief)
+  ends = {tuple(steps) for steps in done.values()}
+  assert len(ends) == 1, done
+  [(stopped,)] = ends
+  assert 5 <= int(stopped) < 400
+  assert checkpoint_steps(train_dir)[-1] == int(stopped)
+  with LocalCluster(0, 3, trainer(train_flags(
+      digits_dir, train_dir, variable_update='replicated',
+      max_number_of_steps=int(stopped) + 3)), str(tmp_path / 'logs2')) as cluster:
+    _assert_all_exit_0(cluster)
+    assert ready_steps(log_text(cluster.chief))[0] == int(stopped)
+  assert checkpoint_steps(train_dir)[-1] == int(stopped) + 3
