@@ -74,7 +74,8 @@ def compare(settings):
            for mode in ('off', 'on')}
   for component in built.values():
     component.session = tf.Session(graph=component.graph, config=component.session_config)
-    component.session.run(component.init)
+    for op in component.init:   # in turn: a replicated sync reads what init wrote
+      component.session.run(op)
   try:
     found = rounds.alternate({mode: _timed(built[mode], mode == 'on', settings.steps)
                               for mode in ('off', 'on')}, settings.rounds, flip=True)

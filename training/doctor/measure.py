@@ -90,14 +90,15 @@ class Measurement:
 
 @dataclasses.dataclass
 class Component:
-  """What one measurement runs: a graph, its init op and the fetch of one step (and, of a
+  """What one measurement runs: a graph, its init ops (run in turn, each a session run of
+  its own) and the fetch of one step (and, of a
   training step, the seconds its draws waited for input so far); `lead_in`, the untimed
   steps before each timed round (`buffered_batches`)."""
   name: str
   num_clones: Optional[int]
   examples_per_step: int
   graph: tf.Graph
-  init: Optional[tf.Operation]
+  init: Tuple[tf.Operation, ...]
   fetch: object
   session_config: tf.ConfigProto
   session: Optional[tf.Session] = None
@@ -170,7 +171,7 @@ def input_component(setup, session_config=None):
       dataset = setup.input.dataset(setup.dataset, setup.input_settings)
       batch = tf.data.make_one_shot_iterator(dataset).get_next()
       fetch = tf.group(*tf.nest.flatten(batch))
-  return Component(INPUT, None, setup.input_settings.batch_size, graph, None, fetch,
+  return Component(INPUT, None, setup.input_settings.batch_size, graph, (), fetch,
                    session_config or session_config_for(config, setup.deploy_config),
                    lead_in=buffered_batches(setup))
 
@@ -195,16 +196,14 @@ def step_component(setup, session_config=None):
 
 
 def initialize_and_sync():
-  """In the default graph: one op initializing every variable and table, then copying
-  clone 0's values to a replicated deployment's copies (REPLICA_SYNC, which reads the
-  initialized originals; nothing more for parameter_server)."""
+  """In the default graph: (the op initializing every variable and table,) then, for a
+  replicated deployment, (the op copying clone 0's values to the copies): REPLICA_SYNC
+  reads the initialized originals, so it runs after, in a session run of its own, as the
+  trainer's local init op follows its init op. A control dependency on the init op
+  would not do: it would order the sync's group, not the reads inside it."""
   init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer(),
                   tf.tables_initializer())
-  sync = tf.get_collection(replicated.REPLICA_SYNC)
-  if not sync:
-    return init
-  with tf.control_dependencies([init]):
-    return tf.group(*sync)
+  return (init,) + tuple(tf.get_collection(replicated.REPLICA_SYNC))
 
 
 def _seconds_per_step(component, steps):
@@ -222,8 +221,8 @@ def _open(component, stack):
   (the first run optimizes and places the graph; with XLA it compiles): -> its seconds."""
   component.session = stack.enter_context(
       tf.Session(graph=component.graph, config=component.session_config))
-  if component.init is not None:
-    component.session.run(component.init)
+  for op in component.init:
+    component.session.run(op)
   return rounds.seconds_per_call(lambda: component.session.run(component.fetch), 1)
 
 

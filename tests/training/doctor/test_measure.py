@@ -49,7 +49,8 @@ def test_the_copies_start_from_clone_0s_values(digits_dir, tmp_path):
   setup = _setup(digits_dir, tmp_path, variable_update='replicated')
   component = measure.step_component(setup)
   with tf.Session(graph=component.graph, config=component.session_config) as session:
-    session.run(component.init)
+    for op in component.init:
+      session.run(op)
     variables = {v.op.name: v for v in component.graph.get_collection(
         tf.GraphKeys.GLOBAL_VARIABLES) + component.graph.get_collection(
             tf.GraphKeys.LOCAL_VARIABLES)}
