@@ -291,9 +291,11 @@ def _run(job, stop_event):
     return EXIT_OK
   try:
     # Names may appear late (Kubernetes pods): waited for within the start-up budget.
+    config = job.config
     server = ps_cluster.start_server(
-        job.task, job.config.startup_timeout_secs,
-        cpu_devices=job.config.num_clones if job.config.clone_on_cpu else 1)
+        job.task, config.startup_timeout_secs,
+        cpu_devices=config.num_clones if config.clone_on_cpu else 1,
+        nccl=config.variable_update == 'replicated' and not config.clone_on_cpu)
   except ps_cluster.NamesUnresolved as error:
     # A peer pod not scheduled yet is worth a retry (138), as a task that never arrives.
     errors.print_error(str(error))

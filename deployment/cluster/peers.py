@@ -27,13 +27,14 @@ __all__ = ['COLLECTIVE_LEADER', 'server_config', 'session_device_filters',
 COLLECTIVE_LEADER = '/job:worker/replica:0/task:0'
 
 
-def server_config(task, inter_op_threads=0, cpu_devices=1):
+def server_config(task, inter_op_threads=0, cpu_devices=1, nccl=False):
   """The ConfigProto of `task`'s server (ps_cluster.start_server).
 
   A ps task reaches only itself; a worker beside ps tasks the ps job and itself; a worker
   of a cluster without ps only itself, and it names the collective group leader. A
   worker's server has `cpu_devices` logical CPU devices (clones on CPUs: one each; the
-  server's devices are what its sessions see, whatever their own config says).
+  server's devices are what its sessions see, whatever their own config says); with
+  `nccl` (replicated clones on GPUs) its collectives use NCCL (`collective_nccl`).
   """
   if task.job_name == 'ps':
     filters = ['/job:ps/task:%d' % task.task_index]
@@ -45,6 +46,8 @@ def server_config(task, inter_op_threads=0, cpu_devices=1):
                           inter_op_parallelism_threads=inter_op_threads)
   if task.job_name != 'ps' and cpu_devices > 1:
     config.device_count['CPU'] = cpu_devices
+  if task.job_name != 'ps' and nccl:
+    config.experimental.collective_nccl = True
   if not task.ps_hosts:
     config.experimental.collective_group_leader = COLLECTIVE_LEADER
   return config

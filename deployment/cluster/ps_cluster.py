@@ -316,7 +316,7 @@ def device_filters(deploy_config):
   return peers.session_device_filters(deploy_config)
 
 
-def start_server(task, names_timeout_secs=0.0, cpu_devices=1):
+def start_server(task, names_timeout_secs=0.0, cpu_devices=1, nccl=False):
   """Starts this task's gRPC server; returns the `tf.distribute.Server`.
 
   TensorFlow binds every interface ('0.0.0.0', shown by `ss -ltn` as `*:port`) whatever
@@ -328,7 +328,7 @@ def start_server(task, names_timeout_secs=0.0, cpu_devices=1):
   `names_timeout_secs` (0 = forever: a Kubernetes pod's name appears after it starts),
   else NamesUnresolved; and this task's port must be free, else ClusterError; one line
   naming the task. A worker's server gets `cpu_devices` logical CPU devices (clones on
-  CPUs).
+  CPUs), and with `nccl` NCCL for its collectives (replicated clones on GPUs).
   """
   unresolved = preflight.wait_for_names(task, names_timeout_secs)
   if unresolved:
@@ -341,7 +341,7 @@ def start_server(task, names_timeout_secs=0.0, cpu_devices=1):
   return tf.train.Server(task.cluster_spec(), job_name=task.job_name,
                          task_index=task.task_index, start=True,
                          config=peers.server_config(task, server_inter_op_threads(),
-                                                    cpu_devices))
+                                                    cpu_devices, nccl))
 
 
 def server_inter_op_threads(environ=os.environ, cores=None):

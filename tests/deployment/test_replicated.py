@@ -194,6 +194,7 @@ def test_workers_without_ps_build_one_group_and_the_same_keys():
   for task, graph in enumerate(graphs):
     reduces = _collectives(graph, 'CollectiveReduce')
     assert {op.get_attr('group_size') for op in reduces} == {4}
+    assert {op.get_attr('communication_hint') for op in reduces} == {b'nccl'}
     assert {op.device for op in reduces} == {
         '/job:worker/task:%d/device:GPU:%d' % (task, i) for i in range(2)}
     keys.append(sorted((op.get_attr('group_key'), op.get_attr('instance_key'))

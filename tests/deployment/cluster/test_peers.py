@@ -83,6 +83,17 @@ def test_a_server_without_ps_names_the_group_leader_and_reaches_only_itself(
   assert config.inter_op_parallelism_threads == 2
 
 
+def test_a_workers_server_gets_a_cpu_device_per_clone_and_nccl_for_gpu_clones():
+  worker = TaskSpec((), ('w:1', 'w:2'), 'worker', 1)
+  plain = peers.server_config(worker)
+  assert 'CPU' not in plain.device_count and not plain.experimental.collective_nccl
+  clones = peers.server_config(worker, cpu_devices=2)
+  assert clones.device_count['CPU'] == 2 and not clones.experimental.collective_nccl
+  assert peers.server_config(worker, nccl=True).experimental.collective_nccl
+  ps = peers.server_config(TaskSpec(('p:1',), ('w:1',), 'ps', 0), cpu_devices=2, nccl=True)
+  assert 'CPU' not in ps.device_count and not ps.experimental.collective_nccl
+
+
 def test_session_filters_without_ps_are_the_own_task_of_several_workers():
   # Stand-ins with DeploymentConfig's fields: worker_device is '' without ps before the
   # replicated variable update, '/job:worker' with it; both give the same filters.
