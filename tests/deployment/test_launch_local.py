@@ -171,18 +171,21 @@ def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize('addressing', ['flags', 'tf_config'])
 def test_two_workers_of_two_clones_without_ps_update_like_one_worker_of_the_global_batch(
-    tmp_path):
+    tmp_path, addressing):
   """All-reduce: 2 workers x 2 clones of batch b/2, no ps (--variable_update=replicated),
   against the same ONE worker of batch 2b: worker k's two clones draw shard k's b
-  examples each step, and the all-reduce averages the 4 clones' gradients."""
+  examples each step, and the all-reduce averages the 4 clones' gradients. The tasks
+  learn the cluster from host flags or from TF_CONFIG (a chief and a worker, no ps)."""
   flags, reference, start = sync_reference(tmp_path)
   flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
                                                           '--sync_trace', '--batch_size'))]
   flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
             '--variable_update=replicated']
   train_dir = tmp_path / 'cluster'
-  result = subprocess.run(launcher_argv(0, 2, flags, '--task_log_dir=%s' % (train_dir / 'logs')),
+  result = subprocess.run(launcher_argv(0, 2, flags, '--task_log_dir=%s' % (train_dir / 'logs'),
+                                        '--addressing=%s' % addressing),
                           cwd=ROOT, env=environment(), capture_output=True, text=True,
                           timeout=WAIT_SECS)
   assert result.returncode == 0, result.stdout + result.stderr
@@ -199,8 +202,9 @@ def test_two_workers_of_two_clones_without_ps_update_like_one_worker_of_the_glob
   assert checkpoint_steps(train_dir) == [STEPS]
   largest, of_movement = assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)),
                                            reference, start)
-  print('2 workers x 2 clones all-reduce against one worker of the global batch: largest '
-        'absolute difference %.3g, %.3g of the movement' % (largest, of_movement))
+  print('2 workers x 2 clones all-reduce (%s) against one worker of the global batch: '
+        'largest absolute difference %.3g, %.3g of the movement' % (addressing, largest,
+                                                                    of_movement))
 
 
 def _check_run_logs(train_dir):
