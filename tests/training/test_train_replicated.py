@@ -129,3 +129,21 @@ def test_precise_batch_norm_counts_every_clones_batch_into_clone_0s_statistics(
           'training batches of 16 examples') in caplog.text
   assert not [name for name, _ in tf.train.list_variables(result.checkpoint)
               if name.startswith('clone_')]
+
+
+def test_a_fine_tune_restores_clone_0_and_the_sync_reaches_every_copy(runs, digits_dir,
+                                                                       tmp_path):
+  """--checkpoint_path (the init_fn path DeepMind's I3D checkpoints and inflation take)
+  under both variable updates from the same checkpoint: alike to round-off; a copy left at
+  its random start would give clone 1 another model."""
+  start = values(runs['parameter_server'].checkpoint)
+  ends = {}
+  for update in ('parameter_server', 'replicated'):
+    ends[update] = values(train(config(
+        digits_dir, tmp_path / update, variable_update=update, max_number_of_steps=3,
+        checkpoint_path=runs['parameter_server'].checkpoint)).checkpoint)
+  for name in LENET:
+    movement = np.abs(ends['parameter_server'][name] - start[name]).max()
+    assert movement > 1e-4, name
+    assert np.abs(ends['replicated'][name] - ends['parameter_server'][name]).max() <= (
+        1e-3 * movement + 1e-7), name
