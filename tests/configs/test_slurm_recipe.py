@@ -465,3 +465,67 @@ def test_a_preempted_job_saves_requeues_itself_and_ends_like_a_straight_run(slur
         'difference, L2 difference / L2 movement): %s' % (saved, difference))
   for name, (_, of_movement) in difference.items():
     assert of_movement <= 1e-5, (name, difference)
+
+
+# Stands in for every task: in run 1 task 1 exits FIRST (138: it lost its cluster) and
+# task 0, once srun ends the step (--kill-on-bad-exit's SIGTERM), exits ON_TERM; a
+# requeued run (SLURM_RESTART_COUNT >= 1) finishes at once.
+FAILING_STAND_IN = r'''#!/bin/bash
+echo "stand-in trainer: task $SLURM_PROCID, run $(( ${SLURM_RESTART_COUNT:-0} + 1 ))"
+if (( ${SLURM_RESTART_COUNT:-0} >= 1 )); then echo "Training finished at step 5"; exit 0; fi
+if (( SLURM_PROCID == 1 )); then sleep 1; echo "error: stand-in: status %(first)d"; exit %(first)d; fi
+trap 'exit %(on_term)d' TERM
+while :; do sleep 0.2; done
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize('first, on_term, max_requeues, ends', [
+    (138, 0, 1, ('COMPLETED', '0:0', 2)),    # A cluster failure: requeued, run 2 finishes.
+    (138, 0, 0, ('FAILED', '138:0', 1)),     # Past --max_requeues: one line, no requeue.
+    (2, 138, 1, ('FAILED', '2:0', 1)),       # srun says 138 (the highest); the 2 is permanent.
+], ids=['138_requeued', '138_past_max_requeues', '2_never'])
+def test_a_tasks_138_requeues_the_job_and_other_statuses_do_not(slurm, tmp_path, first,
+                                                                 on_term, max_requeues, ends):
+  """`train.sbatch 0` of 2 tasks, one exiting `first` in run 1, the other `on_term` when
+  srun ends the step (--kill-on-bad-exit): only 138s are a cluster failure, requeued within
+  --max_requeues (the job's same id, a second run that finishes: COMPLETED); past the
+  budget one line and FAILED 138; a 2 ends the job FAILED 2 even though srun's status,
+  the highest of the tasks', is the other's 138."""
+  stand_in = tmp_path / 'trainer'
+  stand_in.write_text(FAILING_STAND_IN % dict(first=first, on_term=on_term))
+  stand_in.chmod(0o755)
+  log_dir = tmp_path / 'logs'
+  began = time.time()
+  job = job_id(sbatch(slurm, log_dir, [], '--parsable', ntasks=2,
+                      script_args=('0', '--max_requeues=%d' % max_requeues), python=stand_in))
+  fields = slurm.wait_for_end(job, timeout=2 * WAIT_SECS)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('%d then %d on SIGTERM, --max_requeues=%d: %.0f s; %s' % (
+      first, on_term, max_requeues, time.time() - began, _jobcomp(fields)))
+  state, exit_code, runs = ends
+  history = [line['JobState'] for line in slurm.history(job)]
+  assert history == ['PENDING'] * (runs - 1) + [state], batch
+  assert fields['ExitCode'] == exit_code, (fields, batch)
+  assert re.search(r'task 1: Exited with exit code %d' % first, batch), batch
+  assert 'srun exited with status 138' in batch, batch   # 138 in all three: the highest.
+  texts = logs(log_dir)
+  for name, text in texts.items():
+    assert _runs(text) == [(job, str(run)) for run in range(1, runs + 1)], (name, text)
+  lines = [line for line in batch.splitlines() if 'requeued' in line]
+  if (first, max_requeues) == (138, 1):
+    assert lines[0].endswith('requeued (1 of --max_requeues=1) after a cluster failure '
+                             '(status 138; the tasks\' error lines name the lost task): '
+                             'Slurm starts the job again, which resumes from the train_dir')
+    assert lines[1:] == [l for l in lines if 'run 2, requeued 1 times' in l], batch
+    assert 'Training finished at step 5' in texts['worker-0.log']
+  elif first == 138:
+    stop, = lines
+    assert stop.endswith('not requeued: requeued 0 times already (--max_requeues=0); a '
+                         'cluster failure (status 138; the tasks\' error lines name the '
+                         'lost task); sbatch the same command to go on'), batch
+  else:
+    stop, = lines
+    assert stop.endswith('not requeued: a task exited with status 2, which running again '
+                         'cannot mend (docs/exit-status.md; its error line is in its log)')
