@@ -11,9 +11,12 @@ sbatch again resumes at the saved step, never lower, and ends like the first. A 
 preempted by one of the `urgent` partition (what the time limit's warning does too: the
 script's SIGUSR1) saves, requeues itself, resumes and ends with the weights of one worker
 of the global batch trained straight through (--random_seed, --deterministic); the
-requeues stop at --max_requeues with one line (a stand-in trainer: no TensorFlow). The
-jobs' ends are read from the jobcomp log (no slurmdbd, so no sacct). Without root or
-apt-get the Slurm tests skip, with the reason.
+requeues stop at --max_requeues with one line (a stand-in trainer: no TensorFlow).
+Without parameter servers (`train.sbatch 0`, all-reduce): 2 workers x 2 clones equal ONE
+process of the global batch within 1e-5, every task 0; a task's 138 requeues the job
+within --max_requeues, a 2 never, even where srun's status (the highest) reads 138
+(stand-in trainers). The jobs' ends are read from the jobcomp log (no slurmdbd, so no
+sacct). Without root or apt-get the Slurm tests skip, with the reason.
 """
 
 import dataclasses
@@ -155,6 +158,48 @@ def test_sbatch_wait_trains_like_one_worker_of_the_global_batch(slurm, tmp_path)
                                            reference, start)
   print('against one worker of the global batch: largest absolute difference %.3g, '
         'L2 difference %.3g of the L2 movement' % (largest, of_movement))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_two_workers_of_two_clones_without_ps_train_like_one_worker_of_the_global_batch(
+    slurm, tmp_path):
+  """All-reduce under Slurm: `train.sbatch 0` of 2 tasks, each worker 2 clones of batch
+  b/2 (--variable_update=replicated, no ps): worker k's clones read shard k's b examples
+  per step, all 4 clones' gradients averaged, against the same ONE process of batch 2b."""
+  flags, reference, start = sync_reference(tmp_path)
+  flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
+                                                          '--sync_trace', '--batch_size'))]
+  flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
+            '--variable_update=replicated']
+  train_dir, log_dir = tmp_path / 'cluster', tmp_path / 'logs'
+  began = time.time()
+  result = sbatch(slurm, log_dir, flags, '--wait', ntasks=2, script_args=('0',))
+  job = job_id(result)
+  fields = slurm.wait_for_end(job, timeout=10)
+  batch = (log_dir / ('batch-%s.out' % job)).read_text()
+  print('sbatch --wait: %.0f s, status %d; %s' % (time.time() - began, result.returncode,
+                                                 _jobcomp(fields)))
+  assert result.returncode == 0, _why(batch, log_dir)
+  assert (fields['JobState'], fields['ExitCode']) == ('COMPLETED', '0:0'), fields
+  assert 'srun exited with status 0' in batch and 'Exited with exit code' not in batch, batch
+  texts = logs(log_dir)
+  assert sorted(texts) == ['worker-0.log', 'worker-1.log'], sorted(texts)
+  for name, text in texts.items():
+    assert_clean_log(text, name)
+    assert 'from Slurm job %s' % job in text, text[-2000:]
+    assert 'gradients all-reduced over 2 clone(s) of 2 worker(s)' in text, text[-2000:]
+    assert LEAVE.findall(text) == [('finished', str(STEPS))], text[-2000:]
+    assert 'ran on /job:worker/replica:0/task:%s/device:CPU:1' % name[7] in text
+  assert 'cluster of 2 workers without ps (all-reduce)' in texts['worker-0.log']
+  assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1   # The chief's.
+  assert checkpoint_steps(train_dir) == [STEPS]
+  largest, of_movement = assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)),
+                                           reference, start)
+  print('2 workers x 2 clones all-reduce under Slurm against one process of the global '
+        'batch: largest absolute difference %.3g, L2 difference %.3g of the L2 movement'
+        % (largest, of_movement))
+  assert largest <= 1e-5
 
 
 @pytest.mark.slow
