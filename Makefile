@@ -218,7 +218,7 @@ chaos: setup
 # Every benchmark of docs/benchmarks.md and the capacity of docs/cluster.md (about 35
 # minutes; run it on a quiet machine).
 bench: setup
-	$(PY) -m benchmarks.clones
+	$(PY) -m benchmarks.clones --variable_updates=parameter_server,replicated
 	$(PY) -m benchmarks.input_pipeline
 	$(PY) -m benchmarks.input_pipeline --long_videos
 	$(PY) -m benchmarks.cluster
@@ -230,9 +230,12 @@ bench: setup
 bench-gpu: setup
 	$(PY) -m benchmarks.gpu_speed
 
-# 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md).
+# 1 ps + 1 worker vs 1 ps + 2 workers, each worker on its own core (docs/benchmarks.md);
+# then the all-reduce side by side (issue 40): 1 ps + 2 synchronous workers, two
+# independent jobs and 2 workers without ps, in the same rounds.
 bench-cluster: setup
 	$(PY) -m benchmarks.cluster
+	$(PY) -m benchmarks.cluster --sync --two_jobs --allreduce
 
 # Local input against one pinned data worker of a tf.data service, trainer on core 0, the
 # worker on core 1 (docs/benchmarks.md; about 5 minutes).

@@ -30,9 +30,13 @@ Without a GPU it says so and runs the CPU path at small sizes (`--cpu_*` flags) 
 smoke check of every configuration: those figures are NOT GPU figures, and CPU speed-ups
 are not to be expected (on this CPU bfloat16 and float16 are slower than float32).
 
-Accumulation: `VARIANTS` below adds rows of other trainer flags, today gradient
-accumulation (`--num_micro_batches=2`); each variant is measured with every precision and
-XLA setting like the base rows.
+Variants: `VARIANTS` below adds rows of other trainer flags, today gradient
+accumulation (`--num_micro_batches=2`) and `--variable_update=replicated` (a copy of the
+variables per GPU, the gradients all-reduced with NCCL, issue 40; the base rows are
+parameter_server, slim's gradients summed on one device); each variant is measured with
+every precision and XLA setting like the base rows, and a replicated row's JSON line
+gives its ratio to the base row of the same GPUs, precision and XLA
+(`vs_parameter_server`).
 
 Prints the table and one JSON line per configuration. Run from the repository root.
 Exit status: 0 done, 2 bad flags (one `error:` line), 3 the scratch data could not be made.
@@ -64,8 +68,10 @@ from training.setup import check_train_config
 
 # (label, TrainConfig overrides): rows measured besides the base one, each with every
 # precision and XLA setting. Gradient accumulation: 2 micro-batches per update, so each
-# step computes twice the examples (examples/sec counts them all).
-VARIANTS = (('', {}), ('2 micro-batches', {'num_micro_batches': 2}))
+# step computes twice the examples (examples/sec counts them all). Replicated: the
+# trainer's default --gradient_repacking.
+VARIANTS = (('', {}), ('2 micro-batches', {'num_micro_batches': 2}),
+            ('replicated', {'variable_update': 'replicated'}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,10 +250,14 @@ def _report(rows, on_gpu, model_line):
 
 
 def _fields(row, index, baseline_precision, on_gpu):
-  """The row's figures, its ratios to float32 without XLA and to 1 GPU (same run)."""
+  """The row's figures, its ratios to float32 without XLA and to 1 GPU (same run); a
+  replicated row's to parameter_server too."""
   base = index.get((row.variant, row.gpus, baseline_precision, False))
   one = index.get((row.variant, 1, row.mixed_precision, row.xla))
+  server = index.get(('', row.gpus, row.mixed_precision, row.xla))
   rate = row.examples_per_sec
+  extra = ({'vs_parameter_server': _ratio(rate, server and server.examples_per_sec)}
+           if row.variant == 'replicated' else {})
   return dict(model=row.model, variant=row.variant, gpus=row.gpus, on_gpu=on_gpu,
               mixed_precision=row.mixed_precision, xla=row.xla,
               examples_per_sec=round(rate, 2) if rate else None,
@@ -256,7 +266,7 @@ def _fields(row, index, baseline_precision, on_gpu):
               vs_one=_ratio(rate, one and one.examples_per_sec), ran=row.ran,
               first_step_secs=(round(row.first_step_secs, 1)
                                if row.first_step_secs and not row.error else None),
-              error=row.error)
+              error=row.error, **extra)
 
 
 def _model_line(settings, model, base, gpu_counts, on_gpu):

@@ -1,7 +1,9 @@
 """benchmarks.gpu_speed at its smallest (no GPU here: the CPU smoke path, cifarnet on 2
-images, float32 without XLA, one step of one round): a row per variant, timed by the
-doctor's rounds, with what ran read from its traced step."""
+images, float32 without XLA, one step of one round): a row per variant (replicated
+included, with its ratio to parameter_server), timed by the doctor's rounds, with what ran
+read from its traced step."""
 
+import json
 import math
 
 import pytest
@@ -25,4 +27,7 @@ def test_every_variant_is_timed_and_says_what_ran(tmp_path, capsys):
     assert 'float32' in row.ran
   out = capsys.readouterr().out
   assert 'CPU smoke check' in out and out.count('"model": "cifarnet"') == len(rows)
+  replicated = [json.loads(line) for line in out.splitlines()
+                if line.startswith('{') and '"variant": "replicated"' in line]
+  assert len(replicated) == 1 and replicated[0]['vs_parameter_server'] > 0
 
