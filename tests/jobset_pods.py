@@ -21,6 +21,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBSET_MANIFEST = os.path.join(ROOT, 'configs', 'k8s',
                                'ucf101_i3d_rgb_kinetics_10x8_64f_sync_jobset.yaml')
+ALLREDUCE_MANIFEST = os.path.join(ROOT, 'configs', 'k8s',
+                                  'ucf101_i3d_rgb_kinetics_10x8_64f_allreduce_jobset.yaml')
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 _REFERENCE = re.compile(r'\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)')
 TRAINING_ROLES = ('ps', 'worker')   # deployment/cluster/jobset_env.py's; the others run no trainer.

@@ -1,11 +1,13 @@
 """deployment/cluster/jobset_env.py: a JobSet pod's environment gives its task, and mistakes in it
 one line naming the variable; find_task reads it when nothing else describes a
 cluster; a cluster of tasks that see exactly the environment the manifest gives its pods
-(tests/jobset_pods.py), their names resolving to loopback, trains to the end; and the
+(tests/jobset_pods.py), their names resolving to loopback, trains to the end, with the
+ps manifest's parameter server and with the all-reduce variant's workers alone; and the
 manifest's data-service pods, run the same way, register."""
 
 import functools
 import collections
+import glob
 import os
 import signal
 import subprocess
@@ -179,6 +181,41 @@ def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, t
           ' cluster of 1 ps + 2 workers from JobSet') in logs['worker-0']
   assert 'All 2 workers left: parameter server 0 exits' in logs['ps-0']
   assert checkpoint_steps(train_dir)[-1] == 8
+
+
+# The all-reduce variant's own trainer flags, which its pods' run keeps (the others name
+# the recipe's data, checkpoint and service, replaced by a small run's).
+CLUSTER_FLAGS = ('--addressing=', '--variable_update=', '--num_ps_tasks=', '--nosync_replicas')
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_the_allreduce_variants_pods_train_without_ps_to_the_end(digits_dir, tmp_path):
+  """2 workers and no ps (the variant's JobSet scaled down), each seeing its pod's
+  environment and running LeNet with the manifest's --variable_update=replicated
+  --num_ps_tasks=0 --nosync_replicas: every task 0, the chief alone writes."""
+  manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.ALLREDUCE_MANIFEST))
+  pods = [pod for pod in jobset_pods.pods(jobset_pods.scaled(manifest, worker=2))
+          if pod.replicated_job in jobset_pods.TRAINING_ROLES]
+  kept = [arg for arg in pods[0].container['command'] if arg.startswith(CLUSTER_FLAGS)]
+  assert len(kept) == len(CLUSTER_FLAGS) and '--variable_update=replicated' in kept, kept
+  train_dir = tmp_path / 'train'
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8) + kept)
+  try:
+    with JobSetPods(pods, command, str(tmp_path / 'logs')) as pod_cluster:
+      status = pod_cluster.supervise(lambda: False, grace_secs=30)
+      logs = {t.name: log_text(t) for t in pod_cluster.tasks}
+      statuses = {t.name: t.returncode for t in pod_cluster.tasks}
+  except NamespaceUnavailable as error:
+    pytest.skip('no private network and mount namespace here: %s' % error)
+  assert status == 0 and statuses == {'worker-0': 0, 'worker-1': 0}, logs
+  for name, text in logs.items():
+    assert_clean_log(text, name)
+    assert 'gradients all-reduced over 1 clone(s) of 2 worker(s)' in text, text[-2000:]
+  assert ('worker 0 of 2 (chief) at ucf101-i3d-rgb-10x8-ar-worker-0-0.ucf101-i3d-rgb-10x8-ar'
+          ':2222; cluster of 2 workers without ps (all-reduce) from JobSet') in logs['worker-0']
+  assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1   # The chief's.
+  assert checkpoint_steps(train_dir) == [8]
 
 
 def _hosts_file(pods, path):
