@@ -15,7 +15,7 @@ import math
 from tf_compat import tf
 
 __all__ = ['OPTIMIZERS', 'LEARNING_RATE_SCHEDULES', 'SCHEDULE_FLAGS', 'global_batch_size',
-           'steps_per_epoch', 'decay_steps', 'configure_learning_rate', 'learning_rates_at',
+           'workers_per_update', 'steps_per_epoch', 'decay_steps', 'configure_learning_rate', 'learning_rates_at',
            'configure_optimizer', 'examples_per_worker_step']
 
 # The flags a schedule reads: its own, the step limit (a cosine ends there) and those of
@@ -24,7 +24,8 @@ SCHEDULE_FLAGS = ('learning_rate_decay_type', 'learning_rate', 'end_learning_rat
                   'learning_rate_decay_factor', 'num_epochs_per_decay',
                   'learning_rate_boundaries', 'learning_rate_values', 'warmup_epochs',
                   'max_number_of_steps', 'batch_size', 'num_clones', 'num_micro_batches',
-                  'sync_replicas', 'replicas_to_aggregate')
+                  'sync_replicas', 'replicas_to_aggregate', 'variable_update',
+                  'worker_replicas')
 
 
 def examples_per_worker_step(config):
@@ -32,10 +33,20 @@ def examples_per_worker_step(config):
   return config.batch_size * config.num_clones * config.num_micro_batches
 
 
+def workers_per_update(config):
+  """Workers whose gradients one global step averages: --replicas_to_aggregate with
+  --sync_replicas, every worker when they all-reduce (--variable_update=replicated), else
+  1 (asynchronous workers each apply their own)."""
+  if config.sync_replicas:
+    return config.replicas_to_aggregate
+  if getattr(config, 'variable_update', 'parameter_server') == 'replicated':
+    return config.worker_replicas
+  return 1
+
+
 def global_batch_size(config):
   """Examples whose mean gradient one global step applies."""
-  aggregated = config.replicas_to_aggregate if config.sync_replicas else 1
-  return examples_per_worker_step(config) * aggregated
+  return examples_per_worker_step(config) * workers_per_update(config)
 
 
 def steps_per_epoch(config, num_samples):

@@ -128,7 +128,8 @@ def _compare_schedule(setup):
 def _global_batch_text(config):
   return '%d (%s x %d clone(s)%s)' % (
       optimization.global_batch_size(config), per_clone_batch(config), config.num_clones,
-      ' x %d replicas' % config.replicas_to_aggregate if config.sync_replicas else '')
+      ' x %d replicas' % optimization.workers_per_update(config)
+      if optimization.workers_per_update(config) > 1 else '')
 
 
 def _compare_global_batch(recorded, setup, step, path):
@@ -154,6 +155,7 @@ def _topology(setup):
   deploy_config = setup.deploy_config
   rows = [('job', 'worker task %d of %d, %d ps task(s), %s'
            % (config.task, config.worker_replicas, config.num_ps_tasks,
+              'replicated (all-reduce)' if config.variable_update == 'replicated' else
               'sync' if config.sync_replicas else
               ('async' if config.worker_replicas > 1 else 'local'))),
           ('clones', '%d on %s' % (config.num_clones, ', '.join(

@@ -6,6 +6,7 @@ steps and compared with their closed forms. Batch arithmetic is done by hand on 
 digits train split (1437 examples).
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -362,3 +363,20 @@ def test_momentum_uses_momentum_not_rmsprop_momentum():
     got = run_optimizer(TrainConfig(optimizer=name, **swapped))
     assert got - X0 == pytest.approx(rule(swapped) - X0, rel=1e-6)
     assert got - X0 != pytest.approx(rule(HYPER) - X0, rel=1e-4)
+
+
+def test_the_global_batch_of_workers_all_reducing_holds_every_workers_batch():
+  """Workers without ps (--variable_update=replicated) each run every global step: the
+  global batch counts them all, so epochs convert to the same steps as a synchronous job
+  aggregating every worker."""
+  base = dict(batch_size=8, num_clones=2, worker_replicas=10)
+  replicated = TrainConfig(variable_update='replicated', **base)
+  sync = TrainConfig(sync_replicas=True, replicas_to_aggregate=10, num_ps_tasks=1, **base)
+  asynchronous = TrainConfig(num_ps_tasks=1, **base)
+  assert optimization.global_batch_size(replicated) == 160
+  assert optimization.global_batch_size(sync) == 160
+  assert optimization.global_batch_size(asynchronous) == 16
+  assert optimization.warmup_steps(dataclasses.replace(replicated, warmup_epochs=2), 9537) == (
+      optimization.warmup_steps(dataclasses.replace(sync, warmup_epochs=2), 9537))
+  assert optimization.global_batch_size(TrainConfig(variable_update='replicated',
+                                                    batch_size=8, num_clones=2)) == 16
