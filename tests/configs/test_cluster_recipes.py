@@ -154,11 +154,6 @@ def test_the_trainers_checks_accept_the_allreduce_recipe_on_ten_slurm_workers(tm
     assert (checked.config.worker_replicas, checked.config.num_ps_tasks) == (10, 0)
 
 
-# Not strict: the fix (optimization.workers_per_update) is being made beside this test;
-# drop the mark once it is committed.
-@pytest.mark.xfail(strict=False, reason='training/optimization.global_batch_size counts one '
-                   'worker\'s batch for workers without ps (no --sync_replicas): 8, not 80, '
-                   'so --warmup_epochs=2 warms up for 2384 steps, not 238')
 def test_the_allreduce_recipe_warms_up_the_sync_recipes_epochs():
   """The all-reduce averages the ten workers' gradients: one step is 80 examples, as a
   synchronous step over 2 ps is, and the warm-up in epochs is as many steps."""
