@@ -87,7 +87,10 @@ def _check_replicas(config):
   require(config.task < config.worker_replicas,
            '--task=%d must be less than --worker_replicas=%d'
            % (config.task, config.worker_replicas))
-  require(config.replicas_to_aggregate <= config.worker_replicas,
+  # Not read when workers all-reduce (an all-reduce recipe may include a synchronous
+  # one's, and run on fewer workers).
+  require(config.variable_update == 'replicated'
+          or config.replicas_to_aggregate <= config.worker_replicas,
            '--replicas_to_aggregate=%d must be <= --worker_replicas=%d (workers whose '
            'gradients one synchronous step waits for)'
            % (config.replicas_to_aggregate, config.worker_replicas))

@@ -147,3 +147,12 @@ def test_a_fine_tune_restores_clone_0_and_the_sync_reaches_every_copy(runs, digi
     assert movement > 1e-4, name
     assert np.abs(ends['replicated'][name] - ends['parameter_server'][name]).max() <= (
         1e-3 * movement + 1e-7), name
+
+
+def test_replicas_to_aggregate_is_not_read_when_workers_all_reduce(digits_dir, tmp_path):
+  """A recipe including a synchronous one's --replicas_to_aggregate=10 runs replicated on
+  fewer workers (the flag aggregates nothing there)."""
+  from training.setup import check_train_config  # pylint: disable=import-outside-toplevel
+  setup = check_train_config(config(digits_dir, tmp_path, variable_update='replicated',
+                                    replicas_to_aggregate=10))
+  assert setup.global_batch == 16
