@@ -182,7 +182,7 @@ def _clone_overhead(synthetic, num_clones, clone_on_cpu):
           'one clone leaves cores idle.' if clone_on_cpu else '')
   return Verdict(
       CLONE_OVERHEAD, '%d clones give %.2fx one clone\'s examples/sec on synthetic data '
-      '(%.1f -> %.1f): splitting the batch, summing gradients and running the towers cost '
+      '(%.1f -> %.1f): splitting the batch, combining gradients and running the towers cost '
       'what the extra devices bring' % (num_clones, gain, synthetic[1],
                                         synthetic[num_clones]),
       ('--num_clones',), 'Use --num_clones=%d: no count measured gives %.1fx its '
