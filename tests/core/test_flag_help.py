@@ -97,11 +97,11 @@ def test_every_tool_groups_its_flags(entry, config_class):
 
 def test_the_launchers_help_stops_at_the_separator():
   """--help after `--` belongs to the command the tasks run, not to the launcher."""
-  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local', '--num_ps=0',
+  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local', '--num_workers=0',
                            '--', 'python', 'trainer.py', '--help'],
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
                           capture_output=True, text=True, timeout=120)
-  assert result.returncode == 2 and 'num_ps=0' in result.stderr, result.stderr
+  assert result.returncode == 2 and 'num_workers=0' in result.stderr, result.stderr
 
 
 def test_helpfull_keeps_the_groups_and_adds_the_libraries_flags():
