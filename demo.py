@@ -29,7 +29,7 @@ from demos.video import DemoConfig
 
 answer_help(DemoConfig)
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 
 from core import errors

@@ -39,7 +39,7 @@ figures are over the rest; 5 accuracy below --min_accuracy (counted: 342 of 360 
 0.95), or --watch saw no checkpoint (one `error:` line each).
 """
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from evaluation import run

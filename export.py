@@ -25,7 +25,7 @@ error; 6 the export directory could not be written (one `error:` line each).
 
 import os
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from serving.export_model import ExportConfig, export_saved_model, from_run_record

@@ -15,7 +15,7 @@ error; 3 a file that is not a readable video (one `error:` line each).
 
 import json
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 
 from serving.predict_video import PredictConfig, predict_video

@@ -33,7 +33,7 @@ import json
 import os
 import platform
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 import numpy as np
 

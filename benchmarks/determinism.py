@@ -18,7 +18,7 @@ import os
 import platform
 import statistics
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 from tensorflow.python.framework import config as tf_config  # Op determinism's switch.
 

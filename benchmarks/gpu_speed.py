@@ -51,7 +51,7 @@ import statistics
 import tempfile
 from typing import Optional
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 
 from benchmarks import gpu_speed_data

@@ -26,7 +26,7 @@ import os
 import platform
 import statistics
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 
 from core import errors

@@ -14,7 +14,7 @@ nothing written); 6 the output could not be written (no shard is left half-writt
 dataset_info.json is absent until a run completes).
 """
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app
 
 from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report

@@ -18,7 +18,7 @@ Exit status (the table in core/errors.py): 0 stopped by a signal; 2 bad flags (o
 
 import os
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app
 
 from core.errors import EXPECTED, USAGE, report

@@ -17,7 +17,7 @@ Exit status (the table in core/errors.py): 0 every record reads and decodes; 3 a
 damaged or missing (listed); 2 bad flags or no converted dataset at --dataset_dir.
 """
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app
 
 from core.errors import DATA, EXPECTED, OK, USAGE, report

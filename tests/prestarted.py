@@ -57,7 +57,7 @@ from multiprocessing import forkserver, process, reduction, resource_tracker, sp
 from typing import Optional
 
 # tf_compat's os.environ defaults are set before any test copies os.environ.
-import tf_compat  # pylint: disable=unused-import
+import tf_compat  # noqa: F401
 from tests import graph_optimizer
 
 REAL_POPEN = subprocess.Popen

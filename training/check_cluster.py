@@ -29,7 +29,7 @@ from training.config import TrainConfig
 
 answer_help(TrainConfig, PlannedJob)
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags
 
 from core import errors

@@ -15,6 +15,5 @@ TensorFlow import it does not need (the converter's workers must start without i
 
 def tf_module():
   """`tf` of tf_compat (graph mode), imported on first use."""
-  import tf_compat  # pylint: disable=import-outside-toplevel,unused-import
   from tf_compat import tf  # pylint: disable=import-outside-toplevel
   return tf

@@ -23,7 +23,7 @@ from training.doctor.settings import DoctorSettings
 
 answer_help(TrainConfig, DoctorSettings)
 
-import tf_compat  # pylint: disable=unused-import  (first: TF set-up before anything else)
+import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
 from core import errors
