@@ -10,32 +10,17 @@ Topology
     num_replicas    worker processes (usually one per machine); each runs num_clones clones.
     num_ps_tasks    parameter-server tasks holding the variables, balanced by bytes.
 
-Semantics (what a training step computes)
-    * Each clone's loss (the sum of its LOSSES collection) is scaled by 1/num_clones and
-      the clones' gradients are SUMMED, so the applied gradient is the MEAN data gradient
-      over the global batch: 2 clones of batch b give the same update as 1 clone of 2b.
-    * Regularization losses are added ONCE, unscaled, to the first clone's loss; variables
-      are shared, so each regularizer exists once.
-    * The reported total loss is the sum of the scaled clone losses plus regularization,
-      i.e. the mean data loss over ALL clones (not clone_0's alone) plus regularization.
-    * UPDATE_OPS (batch-norm moving statistics) are taken from the FIRST clone only: the
-      moving mean/variance follow clone_0's per-clone batch, as in TF-Slim. Batch-norm
-      gamma/beta still get the mean gradient of all clones. Per-clone batch statistics
-      mean N clones of batch b are not bit-equal to 1 clone of batch N*b for a batch-norm
-      model; for a model without batch norm they are (see tests).
-    * Summaries are taken from the first clone, plus every clone's loss
-      (`clone_i/Losses/clone_loss`, scaled by 1/num_clones with several clones, so the
-      clone losses plus `clone_0/Losses/regularization_loss` sum to `Losses/total_loss`),
-      the total loss and the gradients' global norm; every summary op is placed on a CPU,
-      never on a GPU (summary kernels are CPU-only).
+Semantics: what a training step computes (global batch, each clone's loss scaled by
+1/num_clones and the gradients summed, regularization once on the first clone, batch norm's
+UPDATE_OPS from the first clone, the summaries, micro-batches, the all-reduce) is written
+once, in docs/deployment.md, "What one step computes".
 
 Placement: `deployment_config` (where clones, variables, inputs and the optimizer go).
 
 With `variable_update='replicated'` each clone has its own copy of the variables and the
 clones' gradients are all-reduced instead of summed on one device (`deployment.replicated`
-says how); the losses, the regularization on the first clone, the update ops and the
-summaries are as above, and `deploy` returns the same DeployedModel. The copies must
-start equal to clone 0 after the initialization or a restore: run the op in the
+says how); the semantics are the same, and `deploy` returns the same DeployedModel. The
+copies must start equal to clone 0 after the initialization or a restore: run the op in the
 `replicated.REPLICA_SYNC` collection in the local init op (training.session_loop does; with
 slim.learning.train pass `local_init_op=tf.group(tf.local_variables_initializer(),
 tf.tables_initializer(), *tf.get_collection(replicated.REPLICA_SYNC))`).
