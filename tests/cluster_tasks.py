@@ -144,9 +144,9 @@ def serve_worker(hosts, index, all_reduce=False):
   (`serve_command`)."""
   # pylint: disable=import-outside-toplevel
   from tensorflow.python.ops import collective_ops
-  from deployment.cluster import ps_cluster
+  from deployment.cluster import ps_cluster, task_spec
   from tf_compat import tf
-  task = ps_cluster.TaskSpec((), tuple(hosts), 'worker', index)
+  task = task_spec.TaskSpec((), tuple(hosts), 'worker', index)
   server = ps_cluster.start_server(task, names_timeout_secs=5)
   print('serving', flush=True)
   if not all_reduce:

@@ -3,7 +3,7 @@
     job = resolve_job(config, os.environ)   # ConfigError on a mistake
     status = run_job(job)
 
-`resolve_job` places the task in its cluster (`deployment.cluster.ps_cluster`, --addressing: flags,
+`resolve_job` places the task in its cluster (`deployment.cluster.addressing`, --addressing: flags,
 TF_CONFIG, a Slurm step or a JobSet pod) and fills the deployment fields of the config
 from it (worker_replicas, num_ps_tasks, task), so the input shards, the DeploymentConfig
 and the sync optimizer all follow the cluster. `run_job` runs a parameter server or a
@@ -44,7 +44,7 @@ import time
 
 from absl import logging
 
-from deployment.cluster import peers, ps_cluster
+from deployment.cluster import addressing, peers, ps_cluster, task_spec
 from tf_compat import tf
 from core import errors
 from core.params import ConfigError
@@ -74,7 +74,7 @@ _CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 class Job:
   """A resolved task: the config with its deployment fields set, and its cluster place."""
   config: object                 # training.config.TrainConfig
-  task: object = None            # deployment.cluster.ps_cluster.TaskSpec, or None: a single process
+  task: object = None            # deployment.cluster.task_spec.TaskSpec, or None: a single process
 
 
 def _check_against_cluster(config, task):
@@ -101,9 +101,9 @@ def resolve_job(config, environ=None):
   os.environ; None = empty) as --addressing says; returns a Job. Raises ConfigError."""
   host_flags = (config.ps_hosts, config.worker_hosts, config.job_name, config.task_index)
   try:
-    task = ps_cluster.find_task(config.addressing, host_flags, environ or {},
+    task = addressing.find_task(config.addressing, host_flags, environ or {},
                                 config.num_ps_tasks)
-  except ps_cluster.ClusterError as error:
+  except task_spec.ClusterError as error:
     raise ConfigError(str(error)) from None
   for name in ('recovery_wait_secs', 'startup_timeout_secs', 'step_timeout_secs',
                'stop_grace_secs'):
@@ -296,11 +296,11 @@ def _run(job, stop_event):
         job.task, config.startup_timeout_secs,
         cpu_devices=config.num_clones if config.clone_on_cpu else 1,
         nccl=config.variable_update == 'replicated' and not config.clone_on_cpu)
-  except ps_cluster.NamesUnresolved as error:
+  except task_spec.NamesUnresolved as error:
     # A peer pod not scheduled yet is worth a retry (138), as a task that never arrives.
     errors.print_error(str(error))
     return EXIT_CLUSTER_FAILURE
-  except ps_cluster.ClusterError as error:
+  except task_spec.ClusterError as error:
     raise ConfigError(str(error)) from None
   logging.info('Cluster task: %s', job.task.describe())
   if job.task.is_ps:

@@ -24,7 +24,7 @@ from absl import logging
 from core.errors import ConfigError, require
 from core.params import param
 from deployment.cluster import slurm_env
-from deployment.cluster.ps_cluster import ClusterError
+from deployment.cluster.task_spec import ClusterError
 from datasets.inputs import jpeg_windows
 from tf_compat import tf
 

@@ -11,13 +11,13 @@ pod 0); a JobSet without a `ps` replicated job (SLIMDEPLOY_TASKS 'worker=N') is 
 of workers that all-reduce. Task k of the cluster, counting the ps tasks first, listens
 on base port + k, so the same environment also runs with hostNetwork or on one host.
 
-`task_from_environ` returns the `deployment.cluster.ps_cluster.TaskSpec` (None outside a JobSet);
+`task_from_environ` returns the `deployment.cluster.task_spec.TaskSpec` (None outside a JobSet);
 mistakes raise `ClusterError`, one line naming the variable.
 """
 
 import re
 
-from deployment.cluster.ps_cluster import ClusterError, TaskSpec, _check_task as check_task
+from deployment.cluster.task_spec import ClusterError, TaskSpec, check_task
 
 __all__ = ['task_from_environ', 'VARIABLES', 'ROLES']
 

@@ -6,7 +6,7 @@
 (num_ps 0: workers only, which all-reduce; no ps flag or TF_CONFIG key then):
 `--ps_hosts --worker_hosts --job_name --task_index` appended, or TF_CONFIG in its
 environment (`addressing='tf_config'`), TensorFlow's two conventions, which
-deployment/cluster/ps_cluster.py reads. Ports on 127.0.0.1 are picked free; each task
+deployment/cluster/task_spec.py reads. Ports on 127.0.0.1 are picked free; each task
 writes one log, `<log_dir>/<job>-<index>.log`, appended to on a restart. Tasks run in the
 launcher's working directory and environment.
 
@@ -51,7 +51,7 @@ from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 
 __all__ = ['LaunchConfig', 'launch', 'LocalCluster', 'Task', 'ADDRESSING_FLAGS']
 
-# TensorFlow's cluster flags (ps_cluster reads them): the launcher appends them to the
+# TensorFlow's cluster flags (task_spec reads them): the launcher appends them to the
 # command, so the command must not carry them itself.
 ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
 SERVICE_FLAG = 'data_service_address'  # Given to the training tasks with a data service.

@@ -11,7 +11,7 @@ still accepts TCP connections (`absent_tasks`, the tasks that refuse one, tells 
 task gone from one never started), so `unresponsive_workers` asks every other worker for
 a tiny step under a deadline. docs/cluster.md, "Workers without parameter servers".
 
-Takes a ps_cluster.TaskSpec (or anything with its fields); imports nothing of the project.
+Takes a task_spec.TaskSpec (or anything with its fields); imports nothing of the project.
 """
 
 import socket

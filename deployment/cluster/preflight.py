@@ -1,7 +1,7 @@
 """Checks that need no running job: the cluster's names resolve, its ports are free, a
 directory takes files; and the layout of a job not started yet (`PlannedJob`).
 
-Each check takes a `deployment.cluster.ps_cluster.TaskSpec`-like cluster (ps_hosts, worker_hosts of
+Each check takes a `deployment.cluster.task_spec.TaskSpec`-like cluster (ps_hosts, worker_hosts of
 'host:port', and `source` for messages) and returns a list of one-line problems, empty when
 all is well. `start_server` runs the task's own checks before TensorFlow binds its port
 (TensorFlow's own refusal is a gRPC log line and "Could not start gRPC server");
@@ -224,7 +224,7 @@ def _planned_nodes(plan):
   try:
     names = (slurm_env.expand_hostlist(plan.slurm_nodelist, '--slurm_nodelist')
              if plan.slurm_nodelist else None)
-  except ValueError as error:   # ps_cluster.ClusterError
+  except ValueError as error:   # task_spec.ClusterError
     raise ConfigError(str(error)) from None
   count = plan.slurm_nodes or len(names or ())
   require(count >= 1, '--slurm_ntasks=%d needs --slurm_nodes=N (sbatch --nodes) or '

@@ -18,7 +18,7 @@ Mistakes raise cluster.ClusterError with one line naming the variable and its va
 import collections
 import re
 
-from deployment.cluster.ps_cluster import ClusterError, TaskSpec
+from deployment.cluster.task_spec import ClusterError, TaskSpec
 
 __all__ = ['task_from_environ', 'service_from_environ', 'ServiceTask', 'in_step',
            'expand_hostlist', 'expand_tasks_per_node', 'task_nodes', 'step_ports',

@@ -56,7 +56,7 @@ from PIL import Image
 from datasets.conversion import shard_writer
 from datasets.formats import image_records
 from deployment import sync_replicas
-from deployment.cluster import ps_cluster
+from deployment.cluster import task_spec
 from deployment.cluster.local_cluster import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
@@ -543,11 +543,11 @@ def test_without_ps_every_task_is_a_worker_told_no_ps(tmp_path, addressing):
     if addressing == 'flags':
       assert argv == ['trainer', '--x=1', '--worker_hosts=' + ','.join(workers),
                       '--job_name=worker', '--task_index=%d' % task.index]
-      places.append(ps_cluster.task_from_flags((), workers, 'worker', task.index))
+      places.append(task_spec.task_from_flags((), workers, 'worker', task.index))
     else:
       assert argv == ['trainer', '--x=1'] and 'ps' not in json.loads(env['TF_CONFIG'])[
           'cluster']
-      places.append(ps_cluster.task_from_tf_config(env['TF_CONFIG']))
+      places.append(task_spec.task_from_tf_config(env['TF_CONFIG']))
   assert [(p.ps_hosts, p.worker_hosts, p.task_index) for p in places] == [
       ((), tuple(workers), i) for i in range(3)]
   line = cluster.startup_line()

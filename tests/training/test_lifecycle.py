@@ -80,7 +80,7 @@ def test_stop_signals_set_the_event_and_restore_the_handlers():
 
 
 def test_cluster_failure_message_names_the_task_and_the_cause():
-  task = lifecycle.ps_cluster.resolve_task(PS, WORKERS, 'worker', 0)
+  task = lifecycle.task_spec.resolve_task(PS, WORKERS, 'worker', 0)
   error = tf.errors.UnavailableError(None, None, (
       'Graph execution error:\n\nDetected at node x\n/job:ps/replica:0/task:0: '
       'Socket closed\nAdditional GRPC error information'))

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from deployment.cluster import jobset_env, ps_cluster
-from deployment.cluster.ps_cluster import ClusterError
+from deployment.cluster import addressing, jobset_env
+from deployment.cluster.task_spec import ClusterError
 from deployment.cluster.local_cluster import LocalCluster
 from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 from tests.data_service import READY, wait_for as wait_until
@@ -60,7 +60,7 @@ def test_a_jobset_without_ps_is_a_cluster_of_workers_from_the_base_port():
                                'js-worker-2-0.js:2224')
   assert (spec.job_name, spec.task_index, spec.num_ps) == ('worker', 2, 0)
   assert task(SLIMDEPLOY_TASKS='worker=3', JOB_INDEX='0').is_chief
-  assert ps_cluster.find_task('auto', NO_FLAGS, dict(POD, SLIMDEPLOY_TASKS='worker=3')) == (
+  assert addressing.find_task('auto', NO_FLAGS, dict(POD, SLIMDEPLOY_TASKS='worker=3')) == (
       task(SLIMDEPLOY_TASKS='worker=3'))
 
 
@@ -99,14 +99,14 @@ NO_FLAGS = ((), (), None, 0)
 
 
 def test_find_task_reads_the_jobset_environment_when_nothing_else_is_given():
-  assert ps_cluster.find_task('auto', NO_FLAGS, POD) == task()
-  assert ps_cluster.find_task('auto', NO_FLAGS, {}) is None
-  assert ps_cluster.find_task('jobset', NO_FLAGS, POD) == task()
-  flags = ps_cluster.find_task('auto', (['a:1'], ['b:1'], 'worker', 0), POD)
+  assert addressing.find_task('auto', NO_FLAGS, POD) == task()
+  assert addressing.find_task('auto', NO_FLAGS, {}) is None
+  assert addressing.find_task('jobset', NO_FLAGS, POD) == task()
+  flags = addressing.find_task('auto', (['a:1'], ['b:1'], 'worker', 0), POD)
   assert flags.source == 'flags'   # Given flags (or TF_CONFIG) win in 'auto'.
 
 
-@pytest.mark.parametrize('addressing, host_flags, environ, words', [
+@pytest.mark.parametrize('name, host_flags, environ, words', [
     ('jobset', NO_FLAGS, {}, '--addressing=jobset found no cluster: it needs a JobSet pod'),
     ('jobset', (['a:1'], ['b:1'], 'ps', 0), POD,
      'drop --ps_hosts/--worker_hosts/--job_name/--task_index'),
@@ -114,9 +114,9 @@ def test_find_task_reads_the_jobset_environment_when_nothing_else_is_given():
     ('slurmish', NO_FLAGS, POD, '--addressing=slurmish is not known; valid: auto, flags, '
                                 'tf_config, slurm, jobset'),
 ])
-def test_find_task_refuses_conflicting_addressing(addressing, host_flags, environ, words):
+def test_find_task_refuses_conflicting_addressing(name, host_flags, environ, words):
   with pytest.raises(ClusterError, match=words.replace('(', r'\(')):
-    ps_cluster.find_task(addressing, host_flags, environ)
+    addressing.find_task(name, host_flags, environ)
 
 
 class JobSetPods(LocalCluster):

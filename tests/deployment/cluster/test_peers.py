@@ -12,8 +12,8 @@ import types
 
 import pytest
 
-from deployment.cluster import peers, ps_cluster
-from deployment.cluster.ps_cluster import TaskSpec
+from deployment.cluster import peers, ps_cluster, task_spec
+from deployment.cluster.task_spec import TaskSpec
 from tests import leftovers
 from tests.cluster_tasks import ROOT, free_ports, serve_command
 
@@ -124,7 +124,7 @@ def test_two_workers_started_by_start_server_all_reduce_without_ps(tmp_path):
 
 def test_the_probe_names_a_killed_and_a_frozen_worker_within_its_deadline(tmp_path):
   hosts = loopback_workers(4)
-  me = ps_cluster.resolve_task((), hosts, 'worker', 0)   # Worker 0: this process.
+  me = task_spec.resolve_task((), hosts, 'worker', 0)   # Worker 0: this process.
   server = ps_cluster.start_server(me)
   processes = []
   try:

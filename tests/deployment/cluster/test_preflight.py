@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from deployment.cluster import preflight, ps_cluster
-from deployment.cluster.ps_cluster import ClusterError, TaskSpec
+from deployment.cluster.task_spec import ClusterError, TaskSpec
 from tests.cluster_tasks import free_ports
 
 BAD_HOST = 'no-such-host.invalid'   # RFC 6761: .invalid never resolves.

@@ -1,4 +1,4 @@
-"""deployment/cluster/slurm_env.py and --addressing (ps_cluster.find_task): the cluster
+"""deployment/cluster/slurm_env.py and --addressing=slurm (addressing.find_task): the cluster
 every task of an srun step computes from its environment, checked against layouts worked
 out by hand and, for host lists, against Slurm's own `scontrol show hostnames`."""
 
@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from core.errors import ConfigError
-from deployment.cluster import preflight, ps_cluster, slurm_env
-from deployment.cluster.ps_cluster import ClusterError
+from deployment.cluster import addressing, preflight, slurm_env
+from deployment.cluster.task_spec import ClusterError
 from tests import slurm_cluster
 
 HOSTLISTS = {
@@ -118,8 +118,8 @@ def test_without_ps_every_task_of_the_step_is_a_worker():
       'n3:%d' % slot))}
   assert [(s.job_name, s.task_index) for s in specs] == [('worker', i) for i in range(5)]
   assert specs[0].is_chief and 'cluster of 5 workers without ps' in specs[0].describe()
-  assert ps_cluster.find_task('slurm', NO_FLAGS, step(3), 0) == specs[3]
-  assert ps_cluster.find_task('auto', NO_FLAGS, step(3), 0) == specs[3]
+  assert addressing.find_task('slurm', NO_FLAGS, step(3), 0) == specs[3]
+  assert addressing.find_task('auto', NO_FLAGS, step(3), 0) == specs[3]
 
 
 def test_the_planned_step_of_a_job_without_ps_is_one_of_workers():
@@ -155,17 +155,17 @@ TF_CONFIG = '{"cluster": {"ps": ["t:1"], "worker": ["t:2"]}, "task": {"type": "w
 
 def test_auto_takes_flags_or_tf_config_before_slurm_then_slurm():
   environ = dict(step(2), TF_CONFIG=TF_CONFIG)
-  assert ps_cluster.find_task('auto', FLAGS, step(2), 1).source == 'flags'
-  assert ps_cluster.find_task('auto', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
-  assert ps_cluster.find_task('auto', NO_FLAGS, step(2), 1).source == 'Slurm job 1234'
-  assert ps_cluster.find_task('auto', NO_FLAGS, {}, 0) is None
+  assert addressing.find_task('auto', FLAGS, step(2), 1).source == 'flags'
+  assert addressing.find_task('auto', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+  assert addressing.find_task('auto', NO_FLAGS, step(2), 1).source == 'Slurm job 1234'
+  assert addressing.find_task('auto', NO_FLAGS, {}, 0) is None
   # An explicit choice reads that source only.
-  assert ps_cluster.find_task('slurm', NO_FLAGS, environ, 1).source == 'Slurm job 1234'
-  assert ps_cluster.find_task('flags', FLAGS, environ, 1).source == 'flags'
-  assert ps_cluster.find_task('tf_config', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
+  assert addressing.find_task('slurm', NO_FLAGS, environ, 1).source == 'Slurm job 1234'
+  assert addressing.find_task('flags', FLAGS, environ, 1).source == 'flags'
+  assert addressing.find_task('tf_config', NO_FLAGS, environ, 1).source == 'TF_CONFIG'
 
 
-@pytest.mark.parametrize('addressing, host_flags, environ, match', [
+@pytest.mark.parametrize('name, host_flags, environ, match', [
     ('slurm', NO_FLAGS, {}, '--addressing=slurm found no cluster: it needs a task of an srun'),
     ('slurm', FLAGS, step(0), '--addressing=slurm reads the cluster from the environment'),
     ('flags', NO_FLAGS, step(0), '--addressing=flags needs --ps_hosts'),
@@ -173,14 +173,9 @@ def test_auto_takes_flags_or_tf_config_before_slurm_then_slurm():
     ('k8s', NO_FLAGS, {}, '--addressing=k8s is not known; valid: auto, flags, tf_config, '
                           'slurm, jobset'),
 ])
-def test_addressing_mistakes(addressing, host_flags, environ, match):
+def test_addressing_mistakes(name, host_flags, environ, match):
   with pytest.raises(ClusterError, match=match):
-    ps_cluster.find_task(addressing, host_flags, environ, 1)
-
-
-def test_the_registry_refuses_a_name_twice():
-  with pytest.raises(ValueError, match='already registered'):
-    ps_cluster.register_addressing('slurm', lambda environ, num_ps: None, '')
+    addressing.find_task(name, host_flags, environ, 1)
 
 
 def _ports(addresses):
