@@ -12,7 +12,6 @@ import inspect
 import re
 import sys
 
-from absl import flags
 
 __all__ = ['HELP_FLAGS', 'field_groups', 'group_label', 'help_text']
 

@@ -12,8 +12,10 @@ import dataclasses
 from typing import Callable, Optional
 
 from datasets import digits, hmdb51, image_folder, ucf101, video_folder
-# DatasetSplit is re-exported: slim users look for the split type beside get_dataset.
-from datasets.formats.dataset_split import IMAGE, VIDEO, DatasetError, DatasetSplit  # pylint: disable=unused-import
+from datasets.formats.dataset_split import IMAGE, VIDEO, DatasetError
+# Re-exported (the redundant alias says so): slim users look for the split type beside
+# get_dataset.
+from datasets.formats.dataset_split import DatasetSplit as DatasetSplit
 from datasets.splits import source_groups
 
 

@@ -25,14 +25,13 @@ from typing import Optional
 
 import numpy as np
 
-from datasets.conversion import shard_writer, video_shards
+from datasets.conversion import video_shards
 from datasets.inputs import input_factory
 from datasets.inputs.input_factory import VIDEO
 from datasets.inputs.input_settings import InputSettings
 from datasets.conversion.video_frames import BadVideo, VideoTask, process_video
 from datasets.formats import converted_data, shards, video_records
 from datasets.formats.dataset_split import DatasetSplit
-from datasets.inputs import clip_input
 from serving import export_layout
 from serving.model_info import read_model_info
 from tf_compat import tf

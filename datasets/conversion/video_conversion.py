@@ -304,16 +304,16 @@ def _write_final_files(conversion, lists, plans):
               'skipped': [{'path': p, 'split': None, 'reason': r} for p, r in lists.problems]}
   if lists.groups is not None:
     manifest['groups'] = dataclasses.asdict(lists.groups)
-  for split, shards in plans.items():
+  for split, split_shards in plans.items():
     with_progress = []
-    for shard in shards:
+    for shard in split_shards:
       with open(_progress_path(conversion, shard)) as handle:
         with_progress.append(json.load(handle))
     manifest['videos'][split] = sum(len(p['videos']) for p in with_progress)
     manifest['frames'][split] = sum(v['frames'] for p in with_progress for v in p['videos'])
-    manifest['shards'][split] = len(shards)
+    manifest['shards'][split] = len(split_shards)
     manifest['skipped'] += [s for p in with_progress for s in p['skipped']]
-    shard_sources.add_shard_contents(manifest, shards, with_progress)
+    shard_sources.add_shard_contents(manifest, split_shards, with_progress)
   shard_sources.add_sources(manifest, conversion)
   out = conversion.output_dir
   converted_data.write_text_atomically(os.path.join(out, 'manifest.json'),
