@@ -24,7 +24,10 @@ import time
 from absl import logging
 
 from deployment.cluster import peers, preflight
-from deployment.cluster.peers import absent_tasks, answers  # pylint: disable=unused-import
+from deployment.cluster.peers import answers
+# Re-exported (the redundant alias says so): training.lifecycle and the tests call
+# ps_cluster.absent_tasks.
+from deployment.cluster.peers import absent_tasks as absent_tasks
 from deployment.cluster.task_spec import ClusterError, NamesUnresolved
 from tf_compat import tf
 
