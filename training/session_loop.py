@@ -40,13 +40,13 @@ from absl import logging
 from core import heap
 from deployment.replicated import REPLICA_SYNC
 from tf_compat import tf
-from training.cadence import Cadence
 from training.checkpoint_saves import CheckpointSaves
+from training.loop_parts import ClusterRole, LoopGraph, LoopHooks, Saving
 from training.supervisor import make_supervisor
 from training.watchdog import EXIT_CLUSTER_FAILURE, Watchdog, flush_and_exit
 
-__all__ = ['LoopTimeouts', 'supervised_train', 'Watchdog', 'EXIT_CLUSTER_FAILURE',
-           'flush_and_exit']
+__all__ = ['LoopTimeouts', 'supervised_train', 'LoopGraph', 'ClusterRole', 'Saving',
+           'LoopHooks', 'Watchdog', 'EXIT_CLUSTER_FAILURE', 'flush_and_exit']
 
 
 LoopOps = collections.namedtuple('LoopOps', [
@@ -140,18 +140,35 @@ def _step_of(train_step_fn, sess, global_step):
   return int(sess.run(global_step)) if step is None else step
 
 
-def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog, saves,
-               stop_event, stop_vote=None):
+@dataclasses.dataclass(frozen=True)
+class _Stepping:
+  """One training step as the loop calls it: `train_step_fn(sess, train_op, global_step,
+  kwargs)` in slim.learning.train's protocol, and the global step after it."""
+  sess: object
+  train_step_fn: object
+  graph: object   # LoopGraph
+  kwargs: dict
+
+  def step(self):
+    return self.train_step_fn(self.sess, self.graph.train_op, self.graph.global_step,
+                              self.kwargs)
+
+  def global_step_after(self):
+    return _step_of(self.train_step_fn, self.sess, self.graph.global_step)
+
+
+def _run_steps(sv, stepping, watchdog, saves, stop_event, stop_vote=None):
   """Steps until the step function or the coordinator says stop, a stop is requested,
   or inputs end; between two steps the chief's `saves` may save. The graph's Python
   objects stay out of the cyclic collector's passes meanwhile (core.heap). With a
   `stop_vote` (deployment.replicated.StopVote) every worker stops after the step at whose
   end one of them had been asked to. -> True when a stop request ended the steps."""
   asked = lambda: stop_event is not None and stop_event.is_set()
+  sess = stepping.sess
   with heap.frozen():
     try:
       while not sv.should_stop():
-        _, should_stop = train_step_fn(sess, train_op, global_step, kwargs)
+        _, should_stop = stepping.step()
         if stop_vote is not None:
           if asked():
             stop_vote.request(sess)
@@ -161,7 +178,7 @@ def _run_steps(sv, sess, train_step_fn, train_op, global_step, kwargs, watchdog,
         if watchdog:
           watchdog.beat()
         if not should_stop and saves is not None:
-          saves.after_step(sess, _step_of(train_step_fn, sess, global_step))
+          saves.after_step(sess, stepping.global_step_after())
         # A stop requested during that save ends the run here, not one step later (with
         # a vote, at the next vote: the others are in the next step already).
         if should_stop or (stop_vote is None and asked()):
@@ -238,84 +255,75 @@ def _finish(sess, saves, finished, finish_fn, watchdog):
   saves.final(sess)
 
 
-def _supervise(train_op, logdir, is_chief, owns_model, in_cluster, global_step, init_fn,
-               sync_optimizer, worker_stats, timeouts, cadence):
+def _supervise(graph, role, saving, timeouts):
   """-> (LoopOps, Supervisor, its session manager, the chief's CheckpointSaves or None).
   A worker that owns its model initializes it like the chief, but restores and writes
   nothing: the sync brings worker 0's model."""
-  initializes = is_chief or owns_model
-  on_servers = in_cluster and not owns_model
-  with train_op.graph.as_default():
-    ops = _loop_ops(train_op, global_step, initializes, sync_optimizer, on_servers,
-                    worker_stats)
+  initializes = role.is_chief or role.owns_model
+  on_servers = bool(role.master) and not role.owns_model
+  with graph.train_op.graph.as_default():
+    ops = _loop_ops(graph.train_op, graph.global_step, initializes, graph.sync_optimizer,
+                    on_servers, graph.worker_stats)
+  logdir = saving.logdir if role.is_chief else None
   sv, manager, checkpoint_saver = make_supervisor(
-      ops, logdir if is_chief else None, initializes, global_step,
-      init_fn if is_chief else None, on_servers, timeouts)
+      ops, logdir, initializes, graph.global_step,
+      graph.init_fn if role.is_chief else None, on_servers, timeouts)
   saves = None
-  if is_chief and logdir:
-    saves = CheckpointSaves(checkpoint_saver, logdir, global_step, cadence)
+  if logdir:
+    saves = CheckpointSaves(checkpoint_saver, logdir, graph.global_step, saving.cadence())
   return ops, sv, manager, saves
 
 
-def supervised_train(train_op, logdir, train_step_fn, *, master, is_chief, global_step,
-                     init_fn, save_interval_secs, save_interval_steps, sync_optimizer,
-                     session_config, timeouts, stop_event=None, worker_stats=None,
-                     finish_fn=None, before_steps=None, absent_tasks=None,
-                     input_state=None, owns_model=False, before_session=None,
-                     stop_vote=None):
+def _watchdog(role, graph, timeouts, hooks):
+  """The Watchdog, armed in a cluster (`role.master` set) or with a tf.data service
+  (`hooks.input_state`); None otherwise."""
+  if not (role.master or hooks.input_state):
+    return None
+  return Watchdog(timeouts, hooks.stop_event, role.is_chief, graph.sync_optimizer is not None,
+                  absent_tasks=role.absent_tasks, input_state=hooks.input_state,
+                  all_reduce=role.owns_model)
+
+
+def supervised_train(graph, train_step_fn, role, saving, session_config, timeouts,
+                     hooks=LoopHooks()):
   """Trains like slim.learning.train (same protocol, no service threads); see module doc.
 
-  `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs {'step_after_train':
-  the global step read after train_op, 'summary_writer': the chief's writer, or None}. The
-  chief saves to `logdir` between steps (every `save_interval_steps` global steps or
-  `save_interval_secs`, 0 = off; training.cadence) and at the end. `finish_fn(sess,
-  beat)`: run on the chief after the last step when training finished (not stopped) and
-  the global step moved, before the final save (precise batch norm); `beat()` re-arms
-  the watchdog. `before_steps(sess)`: run once the session is ready, before the first
-  step, under the start-up timeout (training.cluster_agreement's check of the chief's
-  settings). The Watchdog is armed in a cluster (`master` set) or with `input_state` (->
-  '' or '; why no input comes'); its time-out line names the tasks `absent_tasks()` finds
-  (ps_cluster.absent_tasks). `worker_stats`: optional WorkerStats. Workers without ps
-  (`owns_model`, module doc): `before_session()`, their settings agreement before any
-  collective (start-up timeout); `stop_vote`, their vote on the step to stop after.
-  -> True when training ran to its end, False when a stop request ended it."""
-  ops, sv, manager, saves = _supervise(
-      train_op, logdir, is_chief, owns_model, bool(master), global_step, init_fn,
-      sync_optimizer, worker_stats, timeouts, Cadence(save_interval_steps,
-                                                      save_interval_secs))
-  watchdog = (Watchdog(timeouts, stop_event, is_chief, sync_optimizer is not None,
-                       absent_tasks=absent_tasks, input_state=input_state,
-                       all_reduce=owns_model)
-              if master or input_state else None)
+  `graph`, `role`, `saving`, `hooks`: training.loop_parts' LoopGraph, ClusterRole,
+  Saving and LoopHooks. `train_step_fn(sess, train_op, global_step, kwargs)` gets kwargs
+  {'step_after_train': the global step read after train_op, 'summary_writer': the
+  chief's writer, or None}. `session_config`: the session's ConfigProto; `timeouts`:
+  LoopTimeouts. -> True when training ran to its end, False when a stop request ended it.
+  """
+  ops, sv, manager, saves = _supervise(graph, role, saving, timeouts)
+  watchdog = _watchdog(role, graph, timeouts, hooks)
   with watchdog or contextlib.nullcontext():
-    if before_session is not None:
-      before_session()
+    if role.before_session is not None:
+      role.before_session()
     # The watchdog owns the start-up timeout (it also covers a session creation that
     # waits for a missing parameter server, which max_wait_secs does not).
     sess = sv.prepare_or_wait_for_session(
-        master, config=session_config, start_standard_services=False,
+        role.master, config=session_config, start_standard_services=False,
         max_wait_secs=float('inf'))
     runners = []
     try:
-      if before_steps is not None:
-        before_steps(sess)
+      if hooks.before_steps is not None:
+        hooks.before_steps(sess)
       if watchdog:
         watchdog.enter('training', sess, ops.add_token, ops.sync_state)
-      rejoins = _rejoins(train_step_fn, manager, _begin(sv, sess, global_step, saves))
-      runners = _start_runners(sv, sess, is_chief, ops, rejoins)
-      finished = not _run_steps(sv, sess, train_step_fn, train_op, global_step,
-                                {'step_after_train': ops.step_after_train,
-                                 'summary_writer': sv.summary_writer if saves else None},
-                                watchdog, saves, stop_event, stop_vote)
+      rejoins = _rejoins(train_step_fn, manager, _begin(sv, sess, graph.global_step, saves))
+      runners = _start_runners(sv, sess, role.is_chief, ops, rejoins)
+      stepping = _Stepping(sess, train_step_fn, graph, {
+          'step_after_train': ops.step_after_train,
+          'summary_writer': sv.summary_writer if saves else None})
+      finished = not _run_steps(sv, stepping, watchdog, saves, hooks.stop_event,
+                                role.stop_vote)
       if watchdog:
         watchdog.enter('finishing')
-      _finish(sess, saves, finished, finish_fn, watchdog)
-      if finished and is_chief and ops.close_tokens is not None:
+      _finish(sess, saves, finished, hooks.finish_fn, watchdog)
+      if finished and role.is_chief and ops.close_tokens is not None:
         sess.run(ops.close_tokens)
     finally:
       if watchdog:
         watchdog.enter('finishing')
       _stop(sv, sess, runners)
   return finished
-
-

@@ -36,6 +36,7 @@ from training.draws import Draws
 from training.example_ids import ExampleIds
 from training.input_position import INPUT_POSITION, InputPosition
 from training.progress import ProgressStep
+from training.loop_parts import ClusterRole, LoopGraph, LoopHooks, Saving
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
 
@@ -364,25 +365,36 @@ def _run_loop(setup, graph, step_fn, stop_event, absent_tasks):
       device_filters=ps_cluster.device_filters(setup.deploy_config))
   if config.xla:
     session_config = xla.session_config(session_config)
-  agreement = graph.agreement
-  broadcast = isinstance(agreement, cluster_agreement.BroadcastAgreement)
   with damaged_shards.naming_damaged_shards(setup.dataset.file_pattern), \
       naming_service_errors(setup.input_settings.service):
     return supervised_train(
-        graph.train_op, config.train_dir, step_fn, master=config.master,
-        is_chief=config.is_chief, global_step=graph.global_step, init_fn=graph.init_fn,
-        save_interval_secs=config.save_interval_secs,
-        save_interval_steps=config.save_interval_steps,
-        sync_optimizer=graph.optimizer if config.sync_replicas else None,
-        session_config=session_config, timeouts=_loop_timeouts(config),
-        stop_event=stop_event, worker_stats=graph.worker_stats,
-        finish_fn=_finish_fn(graph, step_fn),
-        before_steps=agreement.settle if agreement and not broadcast else None,
-        absent_tasks=absent_tasks,
-        input_state=graph.data_workers.describe if graph.data_workers else None,
-        owns_model=_owns_model(config), before_session=functools.partial(
-            agreement.settle, config.master, session_config) if broadcast else None,
-        stop_vote=graph.stop_vote)
+        LoopGraph(graph.train_op, graph.global_step, graph.init_fn,
+                  graph.optimizer if config.sync_replicas else None, graph.worker_stats),
+        step_fn, _cluster_role(config, graph, session_config, absent_tasks),
+        Saving(config.train_dir, config.save_interval_steps, config.save_interval_secs),
+        session_config, _loop_timeouts(config), _loop_hooks(graph, step_fn, stop_event))
+
+
+def _loop_hooks(graph, step_fn, stop_event):
+  """The trainer's LoopHooks: a worker's check of the chief's settings before its first
+  step (broadcast ones come before the session: _cluster_role), precise batch norm."""
+  agreement = graph.agreement
+  broadcast = isinstance(agreement, cluster_agreement.BroadcastAgreement)
+  return LoopHooks(
+      stop_event, before_steps=agreement.settle if agreement and not broadcast else None,
+      finish_fn=_finish_fn(graph, step_fn),
+      input_state=graph.data_workers.describe if graph.data_workers else None)
+
+
+def _cluster_role(config, graph, session_config, absent_tasks):
+  """This task's ClusterRole: workers without ps agree on the chief's settings by
+  broadcast before their session (cluster_agreement.BroadcastAgreement)."""
+  agreement = graph.agreement
+  broadcast = isinstance(agreement, cluster_agreement.BroadcastAgreement)
+  return ClusterRole(
+      config.master, config.is_chief, _owns_model(config), absent_tasks,
+      before_session=functools.partial(agreement.settle, config.master, session_config)
+      if broadcast else None, stop_vote=graph.stop_vote)
 
 
 def train(config, stop_event=None, absent_tasks=None):
