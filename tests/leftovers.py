@@ -41,8 +41,9 @@ import time
 
 from deployment.cluster import process_guards
 from deployment.cluster.one_node_slurm import DAEMONS, MUNGE_PREFIX
-from deployment.cluster.process_guards import (  # pylint: disable=unused-import
-    die_with_parent, keeper_command)
+# Re-exported (the redundant alias says so): the tests' Popen calls name
+# leftovers.die_with_parent as their preexec_fn.
+from deployment.cluster.process_guards import die_with_parent as die_with_parent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Where the tests' temporary files live: pytest's base directories and the munge ones.

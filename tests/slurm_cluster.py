@@ -28,8 +28,10 @@ import tempfile
 import time
 
 from deployment.cluster import one_node_slurm, process_guards
-from deployment.cluster.one_node_slurm import (  # pylint: disable=unused-import
-    MUNGE_KEY, PACKAGES, start_daemon)
+from deployment.cluster.one_node_slurm import MUNGE_KEY, PACKAGES
+# Re-exported (the redundant alias says so): tests/test_leftovers.py starts its stand-in
+# daemon with slurm_cluster.start_daemon.
+from deployment.cluster.one_node_slurm import start_daemon as start_daemon
 from tests import leftovers
 
 _stop = process_guards.stop_daemon

@@ -9,7 +9,6 @@ import os
 import shutil
 
 import numpy as np
-import pytest
 
 from checkpoints import end_marker, paths, watch
 from tf_compat import tf

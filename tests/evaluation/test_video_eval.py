@@ -167,7 +167,7 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
   streams = report['streams']
   assert streams['rgb']['checkpoint'] == rgb_prefix and streams['rgb']['moving_averages']
   assert streams['flow']['global_step'] == 9 and not streams['flow']['moving_averages']
-  for name, stream in zip(('rgb', 'flow', 'fusion'), (rgb, flow, fusion)):
+  for name in ('rgb', 'flow', 'fusion'):
     metrics = result.result.metrics[name]
     assert streams[name]['metrics']['top1'] == pytest.approx(metrics.top1)
     assert streams[name]['confusion_matrix'] == metrics.confusion.tolist()

@@ -4,7 +4,6 @@ The 2-D checkpoint is written here by tf_slim's own Inception-v1 with random, He
 kernels and non-trivial batch norm statistics, so a wrong copy or a wrong scale shows.
 """
 
-import glob
 import math
 import os
 

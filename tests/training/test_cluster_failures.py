@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -20,7 +20,6 @@ from datasets.conversion import video_shards
 from datasets.formats import dataset_split, shards, video_records
 from datasets.inputs import clip_input, clip_reader
 from datasets.inputs.input_settings import InputSettings, Sampling
-from datasets.conversion import shard_writer
 from tf_compat import tf
 
 CROP = 32
@@ -487,8 +486,7 @@ def test_repeat_first_frame_removes_motion(rgb):
 
 def test_random_flip_off_never_flips(rgb, flow):
   for split, _ in (rgb, flow):
-    for clips, labels, flips in _batches(_training(split, deferred=True, random_flip=False),
-                                         limit=4):
+    for _, _, flips in _batches(_training(split, deferred=True, random_flip=False), limit=4):
       assert not flips.any()
     finished = _batches(_training(split, random_flip=False), limit=2)
     deferred = _batches(_training(split, random_flip=False, deferred=True), limit=2)

@@ -4,7 +4,6 @@ tests/datasets/formats/test_checked_decode.py). The damaged records are the shar
 ones with JPEG bytes cut in half (tests/damaged_data.py)."""
 
 import dataclasses
-import io
 import logging
 import os
 

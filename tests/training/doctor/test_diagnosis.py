@@ -18,7 +18,6 @@ from datasets.inputs import input_factory
 from tests.training.starved_input import StarvedInput, starve_training
 from tests.training.test_summaries import wait_shares
 from tests.training.test_train import train_with_timeout
-from tf_compat import tf
 from training.config import TrainConfig
 from training.doctor import diagnosis, measure, verdicts
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
