@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= runs/demo
 
-.PHONY: setup setup-parts setup-gpu jpeg-op jpeg-headers lock demo demo-digits demo-i3d test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
+.PHONY: setup setup-parts setup-gpu jpeg-op jpeg-headers lock demo demo-digits demo-i3d lint test test-fast test-heavy stress chaos bench bench-cluster bench-data-service bench-gpu clean
 
 # The lock (constraints.txt, `make lock`) pins every package, indirect ones and pip too;
 # requirements.txt names it itself, and it is given here for every pip call that reads
@@ -186,12 +186,18 @@ demo-i3d: setup
 TIMING_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timing' tests)
 TEST_WORKERS ?= 3
 TIMING_WORKERS ?= 2
-test: setup
+test: lint setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy and not timing"; \
 	first=$$?; $(PY) -m pytest -n $(TIMING_WORKERS) --dist loadfile -m "timing and not heavy" \
 	    $(TIMING_FILES); second=$$?; \
 	$(PY) -m tests.leftovers; left=$$?; \
 	test $$first -eq 0 -a $$second -eq 0 -a $$left -eq 0
+
+# The linter, ruff from the lock (requirements-test.txt), on the whole tree with the rules
+# of ruff.toml; under a second. `make test` runs it first, before the op's build, so CI
+# fails on an unused or undefined name in seconds.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --no-cache .
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not cluster"

@@ -124,7 +124,7 @@ def test_runtime_install_is_all_locked_and_has_no_test_tools(runtime_venv):
               if locked.get(name) != version}
   assert not unpinned, 'installed but not pinned at that version in constraints.txt: %s' % (
       unpinned)
-  for test_only in ('pytest', 'pytest-timeout', 'scikit-video'):
+  for test_only in ('pytest', 'pytest-timeout', 'scikit-video', 'ruff'):
     assert test_only not in installed, '%s came with the runtime requirements' % test_only
 
 
@@ -158,6 +158,21 @@ def test_make_setup_builds_the_clip_pipelines_op():
            if line.startswith('setup-parts:')]
   assert rules and {'datasets/inputs/ops/jpeg_windows.so',
                     '.venv/.bytecode-stamp'} <= set(rules[0]), rules
+
+
+def test_make_test_lints_first_with_the_locked_ruff():
+  # CI runs `make test`: the linter (rules in ruff.toml) comes before the op's build and the
+  # tests, from the venv that requirements-test.txt fills under the lock.
+  database = run(['make', '--no-print-directory', '-n', '-p', 'test'], RUN_TIMEOUT_SECS)
+  rules = [line.split() for line in database.stdout.splitlines()
+           if line.startswith('test:') and '=' not in line]
+  assert rules and rules[0][1:3] == ['lint', 'setup'], rules
+  assert '.venv/bin/ruff check --no-cache .' in database.stdout, database.stdout[-2000:]
+  with open(os.path.join(ROOT, 'requirements-test.txt')) as requirements:
+    wanted = pins(requirements)
+  with open(os.path.join(ROOT, 'constraints.txt')) as lock:
+    assert pins(lock)['ruff'] == wanted['ruff']
+  assert os.path.exists(os.path.join(ROOT, 'ruff.toml'))
 
 
 @pytest.mark.slow
