@@ -47,7 +47,6 @@ import socket
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest

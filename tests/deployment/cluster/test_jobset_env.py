@@ -22,7 +22,7 @@ from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 from tests.data_service import READY, wait_for as wait_until
 from tests import jobset_pods
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
-                                 trainer, WAIT_SECS)
+                                 trainer)
 from tests import leftovers
 
 POD = {'JOBSET_NAME': 'js', 'REPLICATED_JOB_NAME': 'worker', 'JOB_INDEX': '1',
