@@ -20,11 +20,9 @@ from core.errors import DataError
 from core.params import ConfigError
 from datasets.formats import damaged_shards
 from datasets.inputs import input_factory
-from deployment.precision import network_in_precision
 from deployment.session.session_config import session_config_for
 from evaluation.progress import SplitProgress, expected_examples
-from evaluation.setup import network_kwargs
-from nets import nets_factory
+from resolve.network import build_network
 from tf_compat import tf
 
 __all__ = ['score_split', 'scored']
@@ -32,10 +30,7 @@ __all__ = ['score_split', 'scored']
 
 def _network_fn(setup):
   """The network in inference mode (batch norm's moving statistics), in --mixed_precision."""
-  config = setup.config
-  return network_in_precision(nets_factory.get_network_fn(
-      config.model_name, num_classes=setup.num_classes, is_training=False,
-      **network_kwargs(config)), config.mixed_precision)
+  return build_network(setup.network)
 
 
 def _progress(setup, stream, unit):

@@ -52,7 +52,6 @@ import os
 
 import numpy as np
 
-from evaluation.setup import network_kwargs
 from checkpoints.paths import checkpoint_step
 
 __all__ = ['class_names', 'report_dict', 'image_report_dict', 'run_name', 'report_path',
@@ -105,7 +104,7 @@ def _videos(stream):
 
 def _model(setup):
   return {'name': setup.config.model_name, 'num_classes': setup.num_classes,
-          'net_kwargs': network_kwargs(setup.config)}
+          'net_kwargs': dict(setup.network.net_kwargs)}
 
 
 def _settings(setup):

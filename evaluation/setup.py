@@ -16,7 +16,6 @@ from absl import logging
 
 from checkpoints.paths import resolve_checkpoint
 from core.errors import require
-from core.params import ConfigError
 from datasets.checks import index_check
 from datasets.inputs.input_settings import InputSettings
 from deployment.session.gpu_options import check_gpu_options
@@ -24,8 +23,8 @@ from deployment.precision import check_inference_kernels
 from deployment.session.precision_options import check_mixed_precision
 from evaluation.config import (DEFAULT_IMAGE_BATCH, DEFAULT_VIDEO_BATCH, EvalConfig,
                                MOVING_AVERAGE_MODES)
-from nets import nets_factory
 from resolve import names
+from resolve.network import NetworkSettings, network_fn
 from resolve.run_record import (Link, Settings, changed_fields, check_checkpoint_path,
                                 fill_from_record, find_record, no_record)
 from resolve.sampling import crop_size, resolve_sampling
@@ -76,6 +75,7 @@ class EvalSetup:
       or videos per batch; videos: its sampling).
     use_moving_averages: 'auto', 'true' or 'false' (images: 'true' with
       --moving_average_decay, else 'false').
+    network: the NetworkSettings the model is built from (inference mode).
   """
   config: EvalConfig
   kind: str
@@ -83,6 +83,7 @@ class EvalSetup:
   num_classes: int
   input_settings: InputSettings
   use_moving_averages: str
+  network: NetworkSettings
 
   @property
   def batch_size(self):
@@ -141,17 +142,17 @@ def network_kwargs(config):
   return kwargs
 
 
-def _check_network(config, num_classes):
-  try:
-    nets_factory.get_network_fn(config.model_name, num_classes=num_classes,
-                                **network_kwargs(config))
-  except ValueError as error:
-    flags = ', '.join('--%s' % name for name in network_kwargs(config))
-    raise ConfigError('%s: %s' % (flags or '--model_name=%s' % config.model_name,
-                                  error)) from None
+def _network(config, num_classes):
+  """The network's settings from the flags (inference mode), checked against the network."""
+  settings = NetworkSettings(config.model_name, num_classes=num_classes,
+                             net_kwargs=network_kwargs(config),
+                             mixed_precision=config.mixed_precision)
+  flags = ', '.join('--%s' % name for name in settings.net_kwargs)
+  network_fn(settings, flags or None)
+  return settings
 
 
-def _check_precision(config, num_classes, is_video):
+def _check_precision(config, network, is_video):
   """--mixed_precision: a known name, and kernels for every op of the network on this
   device in that dtype."""
   check_mixed_precision(config)
@@ -160,10 +161,8 @@ def _check_precision(config, num_classes, is_video):
     frames, size = [sampling.frames], sampling.crop_size
   else:
     frames, size = [], _image_size(config)
-  network_fn = nets_factory.get_network_fn(config.model_name, num_classes=num_classes,
-                                           **network_kwargs(config))
-  check_inference_kernels(network_fn, config.mixed_precision, [1] + frames + [size, size, 3],
-                          config.model_name)
+  check_inference_kernels(network_fn(network), config.mixed_precision,
+                          [1] + frames + [size, size, 3], config.model_name)
 
 
 def _checkpoint(config, flag):
@@ -265,8 +264,8 @@ def check_eval_config(config, settings=None):
            '--labels_offset=%d must be in 0..%d' % (config.labels_offset,
                                                     split.num_classes - 1))
   num_classes = split.num_classes - config.labels_offset
-  _check_network(config, num_classes)
-  _check_precision(config, num_classes, is_video)
+  network = _network(config, num_classes)
+  _check_precision(config, network, is_video)
   averages = config.use_moving_averages
   if config.moving_average_decay and averages == 'auto':
     averages = 'true'
@@ -277,7 +276,7 @@ def check_eval_config(config, settings=None):
     index_check.check_index_counts(stream.split)  # DamagedShards for a cut index
   return EvalSetup(config=config, kind=kind, streams=streams, num_classes=num_classes,
                    input_settings=_input_settings(config, is_video),
-                   use_moving_averages=averages)
+                   use_moving_averages=averages, network=network)
 
 
 def _image_size(config):

@@ -40,10 +40,10 @@ from checkpoints.paths import resolve_checkpoint
 from checkpoints.restore import MOVING_AVERAGE_MODES
 from datasets.formats import converted_data
 from resolve import names
+from resolve.network import NetworkSettings, build_network, network_fn
 from resolve.run_record import (Link, changed_fields, check_checkpoint_path,
                                 fill_from_record, find_record, no_record)
 from resolve.sampling import SamplingFlags, resolve_sampling
-from nets import nets_factory
 from serving import export_layout
 from serving.model_info import LABELS_FILENAME, write_model_info
 from tf_compat import tf
@@ -51,7 +51,7 @@ from core.errors import require
 from core.params import ConfigError, param
 from deployment.session.gpu_options import (check_gpu_options, gpu_allow_growth_param,
                                     gpu_memory_fraction_param)
-from deployment.precision import check_inference_kernels, network_in_precision
+from deployment.precision import check_inference_kernels
 from deployment.session.precision_options import check_mixed_precision, mixed_precision_param
 from deployment.session.session_config import session_config_for
 
@@ -176,15 +176,15 @@ def _check(config):
   return checkpoint, version, info, labels, settings, resolve_sampling(config)
 
 
-def _network_fn(config, num_classes):
+def _network(config, num_classes):
+  """The network's settings from the flags (inference mode), checked against the network."""
   kwargs = {}
   if config.depth_multiplier is not None:
     kwargs['depth_multiplier'] = config.depth_multiplier
-  try:
-    return nets_factory.get_network_fn(config.model_name, num_classes, is_training=False,
-                                       **kwargs), kwargs
-  except ValueError as error:
-    raise ConfigError('--model_name=%s: %s' % (config.model_name, error)) from None
+  settings = NetworkSettings(config.model_name, num_classes, net_kwargs=kwargs,
+                             mixed_precision=config.mixed_precision)
+  network_fn(settings)
+  return settings
 
 
 def _build(network_fn, static_shape):
@@ -227,15 +227,15 @@ def _signature(clips, logits, labels, top_k):
       inputs={'clips': clips}, outputs=outputs)
 
 
-def _save(config, directory, checkpoint, labels, static_shape):
-  """Restores the checkpoint into the network and saves it to directory (empty).
+def _save(config, network, directory, checkpoint, labels, static_shape):
+  """Restores the checkpoint into the network (NetworkSettings) and saves it to directory
+  (empty).
 
   Returns:
-    (restore plan, network kwargs, the exported clips' shape with None for any size).
+    (restore plan, the exported clips' shape with None for any size).
   """
-  network_fn, net_kwargs = _network_fn(config, len(labels))
   with tf.Graph().as_default(), tf.Session(config=session_config_for(config)) as sess:
-    built = _build(network_in_precision(network_fn, config.mixed_precision), static_shape)
+    built = _build(build_network(network), static_shape)
     plan = restore.restore_inference(
         sess, checkpoint, restore.ModelFit(
             model_name=config.model_name, num_classes=len(labels),
@@ -252,7 +252,7 @@ def _save(config, directory, checkpoint, labels, static_shape):
         signature_def_map={SIGNATURE: _signature(clips, logits, labels, config.top_k)},
         strip_default_attrs=True)
     builder.save()
-  return plan, net_kwargs, clips.shape.as_list()
+  return plan, clips.shape.as_list()
 
 
 def export_saved_model(config, settings=None):
@@ -269,13 +269,14 @@ def export_saved_model(config, settings=None):
   checkpoint, version, records, labels, decoding, sampling = _check(config)
   num_classes, channels = len(labels), records['num_channels']
   static_shape = [None, sampling.frames, sampling.crop_size, sampling.crop_size, channels]
-  check_inference_kernels(_network_fn(config, num_classes)[0], config.mixed_precision,
+  network = _network(config, num_classes)
+  check_inference_kernels(network_fn(network), config.mixed_precision,
                           [1] + static_shape[1:], config.model_name)
   with export_layout.staged_version(config.export_dir, version) as directory:
-    plan, net_kwargs, input_shape = _save(config, directory, checkpoint, labels,
-                                          static_shape)
+    plan, input_shape = _save(config, network, directory, checkpoint, labels, static_shape)
     info = {
-        'model_name': config.model_name, 'net_kwargs': net_kwargs, 'checkpoint': checkpoint,
+        'model_name': config.model_name, 'net_kwargs': dict(network.net_kwargs),
+        'checkpoint': checkpoint,
         'global_step': plan.global_step, 'moving_averages': plan.moving_averages,
         'num_classes': num_classes, 'modality': records['modality'], 'channels': channels,
         'input_shape': input_shape, 'sampling': sampling.to_json(), 'decoding': decoding,

@@ -43,7 +43,7 @@ def agreed_settings(setup):
   extra arguments (e.g. depth_multiplier) and the dataset's size as this task read it."""
   config = setup.config
   settings = {flag: getattr(config, flag) for flag in AGREED_FLAGS}
-  settings.update(setup.network_kwargs)
+  settings.update(setup.network.net_kwargs)
   settings['dataset size'] = setup.dataset.num_samples
   return {name: list(value) if isinstance(value, tuple) else value
           for name, value in settings.items()}

@@ -22,6 +22,7 @@ from deployment.session.gpu_options import check_gpu_options
 from deployment.session.precision_options import check_loss_scale, check_mixed_precision
 from nets import batch_norm, nets_factory
 from resolve import names, sampling
+from resolve.network import NetworkSettings, build_network, network_fn
 from tf_compat import tf
 from training import optimization, repeatability
 
@@ -38,7 +39,7 @@ class TrainSetup:
   network_spec: object         # nets.nets_factory.NetworkSpec
   input: object                # datasets.inputs.input_factory's input of the dataset's kind
   input_settings: InputSettings  # how each clone's batches are made
-  network_kwargs: dict         # extra net arguments from the flags, checked
+  network: NetworkSettings     # the network's settings, checked (resolve.network)
   global_batch: int
   steps_per_epoch: float
   checkpoint_file: object      # fine-tune checkpoint prefix, or None
@@ -279,8 +280,9 @@ def _check_precise_bn(config, spec):
           % (flag, config.freeze_batch_norm))
 
 
-def _network_kwargs(config, dataset):
-  """The net arguments the flags set, checked against the network's signature."""
+def _network(config, dataset):
+  """The network's settings from the flags, its extra arguments checked against the
+  network's signature."""
   kwargs = {name: getattr(config, name)
             for name in ('use_batch_norm', 'dropout_keep_prob', 'depth_multiplier')
             if getattr(config, name) is not None}
@@ -292,12 +294,13 @@ def _network_kwargs(config, dataset):
   if config.depth_multiplier is not None:
     require(config.depth_multiplier > 0, '--depth_multiplier=%r must be > 0'
              % config.depth_multiplier)
-  try:
-    nets_factory.get_network_fn(config.model_name, dataset.num_classes,
-                                batch_norm_decay=config.batch_norm_decay, **kwargs)
-  except ValueError as error:
-    raise ConfigError('--model_name=%s: %s' % (config.model_name, error)) from None
-  return kwargs
+  settings = NetworkSettings(
+      config.model_name, num_classes=dataset.num_classes - config.labels_offset,
+      is_training=True, weight_decay=config.weight_decay,
+      batch_norm_decay=config.batch_norm_decay, net_kwargs=kwargs,
+      mixed_precision=config.mixed_precision)
+  network_fn(settings)
+  return settings
 
 
 def _checkpoint_name_map(spec, dataset, checkpoint_file):
@@ -335,18 +338,16 @@ def _check_gpus_for_clones(config, visible_gpus):
           % (config.num_clones, config.num_clones, visible_gpus, max(1, visible_gpus)))
 
 
-def _check_precision(config, settings, network_kwargs, on_gpu):
+def _check_precision(config, settings, network, on_gpu):
   """--mixed_precision needs a network whose ops all have kernels in that dtype on the
   clones' device (checked on a scratch graph of one example, with its gradients)."""
   if config.mixed_precision == 'float32':
     return
 
   def build():
-    network_fn = precision.network_in_precision(nets_factory.get_network_fn(
-        config.model_name, num_classes=2, is_training=True, **network_kwargs),
-        config.mixed_precision)
     frames = [settings.clip_frames] if settings.clip_frames else []
-    logits, _ = network_fn(tf.zeros([1] + frames + [settings.image_size] * 2 + [3]))
+    logits, _ = build_network(dataclasses.replace(network, num_classes=2))(
+        tf.zeros([1] + frames + [settings.image_size] * 2 + [3]))
     tf.gradients(tf.reduce_sum(logits), tf.trainable_variables())
   precision.check_kernels(build, config.mixed_precision, 'GPU' if on_gpu else 'CPU',
                           config.model_name)
@@ -393,13 +394,12 @@ def check_train_config(config):
   checkpoint_file = None
   if config.checkpoint_path:
     checkpoint_file = paths.resolve_checkpoint(config.checkpoint_path)
-  settings, network_kwargs = _input_settings(config, spec, kind), _network_kwargs(config,
-                                                                                 dataset)
-  _check_precision(config, settings, network_kwargs,
+  settings, network = _input_settings(config, spec, kind), _network(config, dataset)
+  _check_precision(config, settings, network,
                    on_gpu=visible_gpus > 0 and not config.clone_on_cpu)
   return TrainSetup(
       config=config, deploy_config=deploy_config, dataset=dataset, network_spec=spec,
-      input=get_input(kind), input_settings=settings, network_kwargs=network_kwargs,
+      input=get_input(kind), input_settings=settings, network=network,
       global_batch=optimization.global_batch_size(config),
       steps_per_epoch=optimization.steps_per_epoch(config, dataset.num_samples),
       checkpoint_file=checkpoint_file,

@@ -30,7 +30,7 @@ def log_startup(setup):
                config.dataset_split_name, setup.steps_per_epoch)
   inputs = setup.input.describe(setup.input_settings, setup.dataset)
   logging.info('Model %s on %s%s; optimizer %s; learning rate %s', config.model_name,
-               inputs, ''.join(', %s=%s' % item for item in setup.network_kwargs.items()),
+               inputs, ''.join(', %s=%s' % item for item in setup.network.net_kwargs.items()),
                config.optimizer,
                optimization.describe_schedule(config, setup.dataset.num_samples))
   if config.mixed_precision != 'float32' or config.xla:

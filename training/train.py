@@ -17,18 +17,17 @@ import os
 
 from absl import logging
 
-from deployment import (accumulation, precision, replicated, sync_replicas, worker_stats,
-                        xla)
+from deployment import accumulation, replicated, sync_replicas, worker_stats, xla
 from deployment.cluster import ps_cluster
 from deployment.loss_scale import DynamicLossScale, LossScaleOptimizer, SkipNonFiniteUpdates
 from deployment.session.precision_options import uses_loss_scale
 from deployment.session.session_config import make_session_config
-from nets import nets_factory
 from tf_compat import tf, slim
 from checkpoints import paths, restore
 from core.errors import DataError
 from datasets.formats import damaged_shards
 from datasets.inputs.service_client import DataWorkers, naming_service_errors
+from resolve.network import build_network
 from training import (cluster_agreement, divergence, optimization, precise_bn,
                       repeatability, run_record, start_lines, summaries, summary_gate)
 from training.cadence import Cadence
@@ -87,11 +86,7 @@ def _input_iterator(setup, skips):
 
 def _network_fn(setup):
   """The network, computing in --mixed_precision (float32 inputs, logits, variables)."""
-  config = setup.config
-  return precision.network_in_precision(nets_factory.get_network_fn(
-      config.model_name, num_classes=setup.dataset.num_classes - config.labels_offset,
-      weight_decay=config.weight_decay, batch_norm_decay=config.batch_norm_decay,
-      is_training=True, **setup.network_kwargs), config.mixed_precision)
+  return build_network(setup.network)
 
 
 def _clone_inputs(setup, iterator, input_wait, draws):

@@ -320,8 +320,8 @@ def test_checkpoint_directory_without_checkpoint(valid, tmp_path):
 def test_frozen_batch_norm_reaches_the_network(valid, mode):
   setup = check_train_config(dataclasses.replace(valid, use_batch_norm=True,
                                                  freeze_batch_norm=mode))
-  assert setup.network_kwargs == {'use_batch_norm': True, 'freeze_batch_norm': mode}
-  assert 'freeze_batch_norm' not in check_train_config(valid).network_kwargs
+  assert setup.network.net_kwargs == {'use_batch_norm': True, 'freeze_batch_norm': mode}
+  assert 'freeze_batch_norm' not in check_train_config(valid).network.net_kwargs
 
 
 def test_labels_offset_below_num_classes_is_accepted(valid):

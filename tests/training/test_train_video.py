@@ -50,14 +50,14 @@ def test_video_setup_resolves_clips(rgb_dir, tmp_path):
   assert setup.input_settings.clip_frames == 64  # i3d's registered default
   assert setup.input_settings.image_size == 32
   assert setup.dataset.modality == 'rgb'
-  assert setup.network_kwargs == {'depth_multiplier': video_testdata.DEPTH,
+  assert setup.network.net_kwargs == {'depth_multiplier': video_testdata.DEPTH,
                                   'dropout_keep_prob': 0.5}
 
 
 def test_image_setup_has_no_clips(digits_dir, tmp_path):
   setup = check_train_config(TrainConfig(dataset_name='digits', dataset_dir=digits_dir,
                                          model_name='lenet', train_dir=str(tmp_path)))
-  assert setup.input_settings.clip_frames is None and setup.network_kwargs == {}
+  assert setup.input_settings.clip_frames is None and setup.network.net_kwargs == {}
 
 
 @pytest.mark.parametrize('changes, message', [
