@@ -32,6 +32,7 @@ synchronous, cluster/stale_gradients, at the global step read with the counters:
         (worker 2: 3)
 """
 
+import dataclasses
 import time
 
 from absl import logging
@@ -40,64 +41,91 @@ from core.durations import duration
 from tf_compat import tf
 from training import divergence, summaries
 
-__all__ = ['ProgressStep']
+__all__ = ['ProgressStep', 'ProgressLines', 'InputWatch', 'ClusterReading', 'SummaryWriting']
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgressLines:
+  """The progress line. `examples_per_step`: examples this worker processes per step
+  (batch x clones). `every_n_steps`: its period in global steps (0: no lines).
+  `learning_rate`: optional tensor, shown. `input_wait`: optional tensor, the seconds
+  this worker's steps waited for input so far (training.summaries.InputWait.total); its
+  growth over the time spent in the steps' session calls is the share (a save or
+  summary between steps is no step). `scalars`: (tag, label, tensor) triples fetched
+  with every step, shown as 'label value' and written to TensorBoard under tag (the loss
+  scale)."""
+  examples_per_step: int
+  every_n_steps: int = 10
+  learning_rate: object = None
+  input_wait: object = None
+  scalars: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class InputWatch:
+  """This worker's input beside its steps. `skips`: optional damaged_frames.SkipCounter:
+  its counts go in the lines and (the chief's) TensorBoard, and training stops once it
+  is `exceeded`. `data_workers`: optional service_client.DataWorkers: a line when one
+  left or joined."""
+  skips: object = None
+  data_workers: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterReading:
+  """The cluster's counters (deployment.worker_stats). `worker_stats`: WorkerStats: each
+  step also fetches this worker's row (`worker_steps`, `stale_gradients`). `progress`:
+  the chief's ClusterProgress: the whole table is read at the start and at each progress
+  line, which is followed by a line of every worker's steps/sec (and the stale gradients
+  dropped), also written to TensorBoard."""
+  worker_stats: object = None
+  progress: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SummaryWriting:
+  """`gate`: a training.summary_gate gate, fetched with train_op (the step's own batch),
+  written with the chief's writer when `cadence` (a training.cadence.Cadence) is due."""
+  gate: object = None
+  cadence: object = None
 
 
 class ProgressStep:
   """A `train_step_fn` in slim.learning.train's protocol, which `supervised_train` keeps:
   (sess, train_op, global_step, kwargs)."""
 
-  def __init__(self, examples_per_step, number_of_steps=None, log_every_n_steps=10,
-               stop_event=None, learning_rate=None, input_wait=None, on_first_step=None,
-               worker_stats=None, cluster=None, scalars=(), skips=None, summaries=None,
-               summary_cadence=None, data_workers=None):
+  def __init__(self, lines, number_of_steps=None, stop_event=None, *, inputs=InputWatch(),
+               cluster=ClusterReading(), summaries=SummaryWriting(), on_first_step=None):
     """
     Args:
-      examples_per_step: examples this worker processes per step (batch x clones).
+      lines: ProgressLines.
       number_of_steps: stop once the global step reaches this (None: never).
-      log_every_n_steps: progress line period in global steps (0: no lines).
       stop_event: optional threading.Event; when set, training stops before the next step.
-      learning_rate: optional tensor, shown in the lines.
-      input_wait: optional tensor, the seconds this worker's steps waited for input so
-        far (training.summaries.InputWait.total); its growth over the time spent in the
-        steps' session calls is the share (a save or summary between steps is no step).
+      inputs: InputWatch (`stopped_for_damage` is True once its skips are exceeded).
+      cluster: ClusterReading.
+      summaries: SummaryWriting.
       on_first_step: optional fn(tf.RunMetadata, summary writer or None): the first step
         is traced (FULL_TRACE) and its metadata handed over, e.g. to log where the clones
         really ran, with the chief's summary writer.
-      worker_stats: optional deployment.worker_stats.WorkerStats of a cluster: each step
-        also fetches this worker's row (`worker_steps`, `stale_gradients`).
-      cluster: optional deployment.worker_stats.ClusterProgress (the chief): the whole
-        table is read at the start and at each progress line, which is followed by a
-        line of every worker's steps/sec (and the stale gradients dropped), also
-        written to TensorBoard.
-      scalars: (tag, label, tensor) triples fetched with every step, shown as 'label
-        value' in the lines and written to TensorBoard under tag (the loss scale).
-      skips: optional damaged_frames.SkipCounter of this worker's input: its counts go in
-        the lines and (the chief's) TensorBoard, and training stops once it is `exceeded`
-        (`stopped_for_damage` is then True).
-      summaries: optional training.summary_gate gate, fetched with train_op (the step's
-        own batch), written with a writer when `summary_cadence` (a Cadence) is due.
-      data_workers: optional service_client.DataWorkers: a line when one left or joined.
     """
-    self._summaries, self._data_workers = summaries, data_workers
-    self._summary_cadence = summary_cadence
-    self._skips = skips
+    self._examples_per_step, self._log_every = lines.examples_per_step, lines.every_n_steps
+    self._skips, self._data_workers = inputs.skips, inputs.data_workers
+    self._summaries, self._summary_cadence = summaries.gate, summaries.cadence
     self.stopped_for_damage = False
     self._on_first_step = on_first_step
+    worker_stats = cluster.worker_stats
     self._extras = {name: tensor for name, tensor in
-                    (('learning_rate', learning_rate), ('input_wait', input_wait),
+                    (('learning_rate', lines.learning_rate), ('input_wait', lines.input_wait),
                      ('worker_row', worker_stats and worker_stats.own_row))
                     if tensor is not None}
-    self._cluster = cluster
-    self._table = worker_stats.value if cluster is not None else None
+    self._cluster = cluster.progress
+    self._table = worker_stats.value if cluster.progress is not None else None
     self.worker_steps = self.stale_gradients = None
-    self._scalars = tuple((tag, label) for tag, label, _ in scalars)
-    self._extras.update((tag, tensor) for tag, _, tensor in scalars)
+    self._scalars = tuple((tag, label) for tag, label, _ in lines.scalars)
+    self._extras.update((tag, tensor) for tag, _, tensor in lines.scalars)
     self._last_extras = {}
     self._last_wait, self._step_seconds, self.input_wait_share = None, 0.0, None
-    self._examples_per_step = examples_per_step
     self._number_of_steps = number_of_steps
-    self._log_every = log_every_n_steps
     self._stop_event = stop_event
     self._start_time = None
     self._last_time = None

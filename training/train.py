@@ -34,7 +34,8 @@ from training.cadence import Cadence
 from training.draws import Draws
 from training.example_ids import ExampleIds
 from training.input_position import INPUT_POSITION, InputPosition
-from training.progress import ProgressStep
+from training.progress import ClusterReading, InputWatch, ProgressLines, ProgressStep, \
+    SummaryWriting
 from training.loop_parts import ClusterRole, LoopGraph, LoopHooks, Saving
 from training.session_loop import LoopTimeouts, supervised_train
 from training.setup import check_train_config
@@ -392,6 +393,23 @@ def _cluster_role(config, graph, session_config, absent_tasks):
       if broadcast else None, stop_vote=graph.stop_vote)
 
 
+def _progress_step(setup, graph, stop_event):
+  """The step function: its progress lines, the input's and the cluster's counters, the
+  summaries on --save_summaries_steps/--save_summaries_secs; the first step traced for
+  start_lines.first_step."""
+  config = setup.config
+  return ProgressStep(
+      ProgressLines(optimization.examples_per_worker_step(config), config.log_every_n_steps,
+                    graph.learning_rate, graph.input_wait, graph.progress_scalars),
+      config.max_number_of_steps, stop_event,
+      inputs=InputWatch(graph.skips, graph.data_workers),
+      cluster=ClusterReading(graph.worker_stats,
+                             _cluster_progress(config, graph.worker_stats)),
+      summaries=SummaryWriting(graph.summaries, Cadence(setup.save_summaries_steps,
+                                                        config.save_summaries_secs)),
+      on_first_step=functools.partial(start_lines.first_step, setup))
+
+
 def train(config, stop_event=None, absent_tasks=None):
   """Checks `config`, builds the graph and trains; returns a TrainResult.
 
@@ -410,18 +428,7 @@ def train(config, stop_event=None, absent_tasks=None):
   with tf.Graph().as_default(), repeatability.determinism(config), \
       repeatability.naming_nondeterministic_ops(config):
     graph = build_training_graph(setup)
-    step_fn = ProgressStep(optimization.examples_per_worker_step(config),
-                           number_of_steps=config.max_number_of_steps,
-                           log_every_n_steps=config.log_every_n_steps,
-                           stop_event=stop_event, learning_rate=graph.learning_rate,
-                           input_wait=graph.input_wait, scalars=graph.progress_scalars,
-                           on_first_step=functools.partial(start_lines.first_step, setup),
-                           worker_stats=graph.worker_stats,
-                           cluster=_cluster_progress(config, graph.worker_stats),
-                           skips=graph.skips, summaries=graph.summaries,
-                           summary_cadence=Cadence(setup.save_summaries_steps,
-                                                   config.save_summaries_secs),
-                           data_workers=graph.data_workers)
+    step_fn = _progress_step(setup, graph, stop_event)
     with divergence.naming_divergence(config.train_dir if config.is_chief else None):
       finished = _run_loop(setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)

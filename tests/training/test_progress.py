@@ -11,7 +11,7 @@ from training import progress
 from deployment.worker_stats import ClusterProgress
 from tf_compat import tf
 from training.cadence import Cadence
-from training.progress import ProgressStep
+from training.progress import ClusterReading, ProgressLines, ProgressStep, SummaryWriting
 from training.summary_gate import SummaryGate, Ungated
 
 LINE = re.compile(r'^step (\d+)(?: of \d+)?: loss = (\d+\.\d{4}) \((\d+\.\d) examples/sec; '
@@ -89,7 +89,7 @@ def _run(step_fn, sess, max_calls=1000):
 
 def test_logs_every_n_steps_with_rates(clock, lines):
   sess = FakeSession(clock, seconds=0.5)
-  step_fn = ProgressStep(examples_per_step=64, number_of_steps=12, log_every_n_steps=4)
+  step_fn = ProgressStep(ProgressLines(64, every_n_steps=4), number_of_steps=12)
   calls = _run(step_fn, sess)
   assert calls == 12
   # Lines at steps 4, 8, 12: 4 steps of 64 examples in 4 x 0.5 s each time.
@@ -109,7 +109,7 @@ def test_logs_every_n_steps_with_rates(clock, lines):
 
 def test_first_interval_counts_from_the_first_step(clock, lines):
   """The first line covers the first steps only, not the time before training."""
-  step_fn = ProgressStep(examples_per_step=10, number_of_steps=2, log_every_n_steps=2)
+  step_fn = ProgressStep(ProgressLines(10, every_n_steps=2), number_of_steps=2)
   clock.now += 1000.0  # start-up (session creation, restore) after the step fn exists
   _run(step_fn, FakeSession(clock, seconds=0.25))
   (step, _, rate, sec_per_step), = lines()
@@ -119,7 +119,7 @@ def test_first_interval_counts_from_the_first_step(clock, lines):
 
 
 def test_no_lines_when_log_every_is_zero(clock, lines):
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=5, log_every_n_steps=0)
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=5)
   assert _run(step_fn, FakeSession(clock)) == 5
   assert lines() == []
   assert step_fn.last_global_step == 5
@@ -127,20 +127,20 @@ def test_no_lines_when_log_every_is_zero(clock, lines):
 
 def test_stops_at_number_of_steps_counting_the_global_step(clock):
   # Resuming at global step 7 with number_of_steps=10: three more steps.
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=10, log_every_n_steps=0)
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=10)
   assert _run(step_fn, FakeSession(clock, start=7)) == 3
   assert step_fn.last_global_step == 10
 
 
 def test_never_stops_without_number_of_steps(clock):
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0)
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=None)
   assert _run(step_fn, FakeSession(clock), max_calls=50) is None
 
 
 def test_stops_when_the_event_is_set(clock):
   event = threading.Event()
   sess = FakeSession(clock)
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0,
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=None,
                          stop_event=event)
   for _ in range(3):
     _, should_stop = step_fn(sess, 'train_op', 'global_step', {})
@@ -154,7 +154,7 @@ def test_stops_when_the_event_is_set(clock):
 
 def test_returns_the_loss_of_the_step(clock):
   sess = FakeSession(clock, losses=[2.5, 1.25])
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=2, log_every_n_steps=0)
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=2)
   assert step_fn(sess, 'train_op', 'global_step', {}) == (2.5, False)
   assert step_fn(sess, 'train_op', 'global_step', {}) == (1.25, True)
   assert step_fn.last_loss == 1.25
@@ -167,7 +167,7 @@ def test_asynchronous_global_step_counts_local_steps(clock, lines):
   30), after 1 or 2 calls of this worker; either way one batch of 32 per 0.2 s.
   """
   sess = FakeSession(clock, seconds=0.2, jump=3)
-  step_fn = ProgressStep(examples_per_step=32, number_of_steps=30, log_every_n_steps=5)
+  step_fn = ProgressStep(ProgressLines(32, every_n_steps=5), number_of_steps=30)
   assert _run(step_fn, sess) == 10
   got = lines()
   assert [line[0] for line in got] == [6, 12, 15, 21, 27, 30]
@@ -178,7 +178,7 @@ def test_asynchronous_global_step_counts_local_steps(clock, lines):
 
 def test_asynchronous_global_step_every_call_on_a_multiple(clock, lines):
   sess = FakeSession(clock, seconds=0.5, jump=3)
-  step_fn = ProgressStep(examples_per_step=32, number_of_steps=9, log_every_n_steps=3)
+  step_fn = ProgressStep(ProgressLines(32, every_n_steps=3), number_of_steps=9)
   assert _run(step_fn, sess) == 3
   got = lines()
   assert [line[0] for line in got] == [3, 6, 9]
@@ -195,7 +195,7 @@ def test_asynchronous_global_step_that_skips_the_multiples_still_logs(clock, lin
   1, 3, ..., 39 is a multiple of 4).
   """
   sess = FakeSession(clock, seconds=0.1, jump=2, start=-1)
-  step_fn = ProgressStep(examples_per_step=32, number_of_steps=39, log_every_n_steps=4)
+  step_fn = ProgressStep(ProgressLines(32, every_n_steps=4), number_of_steps=39)
   assert _run(step_fn, sess) == 20
   assert len(lines()) >= 5
   assert step_fn.examples_per_sec == pytest.approx(32 / 0.1)
@@ -228,8 +228,8 @@ def test_lines_show_the_step_limit_rate_eta_and_input_wait_as_tensorboard_gets_t
   caplog.set_level(logging.INFO, logger='absl')
   sess = ExtrasSession(clock, seconds=0.5, wait=0.125)
   writer = Writer()
-  step_fn = ProgressStep(examples_per_step=64, number_of_steps=12, log_every_n_steps=4,
-                         learning_rate='lr', input_wait='wait')
+  step_fn = ProgressStep(ProgressLines(64, every_n_steps=4, learning_rate='lr',
+                                       input_wait='wait'), number_of_steps=12)
   for _ in range(12):
     step_fn(sess, 'train_op', 'global_step', {'summary_writer': writer})
   messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith('step ')]
@@ -247,8 +247,8 @@ def test_the_input_wait_share_is_of_the_steps_time_not_of_what_ran_between_them(
   """A save between steps (0.5 s here) is no step: it neither waits for input nor
   dilutes the steps' share, while sec/step counts it."""
   sess = ExtrasSession(clock, seconds=0.5, wait=0.125)
-  step_fn = ProgressStep(examples_per_step=64, number_of_steps=8, log_every_n_steps=4,
-                         learning_rate='lr', input_wait='wait')
+  step_fn = ProgressStep(ProgressLines(64, every_n_steps=4, learning_rate='lr',
+                                       input_wait='wait'), number_of_steps=8)
   for _ in range(8):
     step_fn(sess, 'train_op', 'global_step', {})
     clock.now += 0.5
@@ -281,8 +281,8 @@ def test_the_chief_shows_each_workers_rate_and_the_stale_count(clock, caplog):
   caplog.set_level(logging.INFO, logger='absl')
   sess, writer = ClusterSession(clock, seconds=0.25), Writer()
   stats = types.SimpleNamespace(own_row='row', value='table')
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=8, log_every_n_steps=4,
-                         worker_stats=stats, cluster=ClusterProgress(2, sync=True))
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=4), number_of_steps=8,
+                         cluster=ClusterReading(stats, ClusterProgress(2, sync=True)))
   for _ in range(8):
     step_fn(sess, 'train_op', 'global_step', {'summary_writer': writer})
   cluster_lines = [r.getMessage() for r in caplog.records
@@ -328,9 +328,10 @@ def test_summaries_are_fetched_with_the_step_when_due(clock, steps, secs, expect
   cadence of steps or seconds, and is written at the step read after the update."""
   sess, writer = SummarySession(clock, seconds=0.5), Writer()
   fake_monotonic = lambda: clock.now
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=15 if secs == 1.2 else 12,
-                         log_every_n_steps=0, summaries=Ungated('summary_op'),
-                         summary_cadence=Cadence(steps, secs, clock=fake_monotonic))
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0),
+                         number_of_steps=15 if secs == 1.2 else 12,
+                         summaries=SummaryWriting(Ungated('summary_op'),
+                                                  Cadence(steps, secs, clock=fake_monotonic)))
   _run_with(step_fn, sess, {'summary_writer': writer})
   assert [step for step, _ in writer.summaries] == expected
   # Each summary is of the step it is stamped with: the loss of call i is 1/i.
@@ -342,8 +343,8 @@ def test_summaries_are_fetched_with_the_step_when_due(clock, steps, secs, expect
 def test_no_summary_is_fetched_without_a_writer(clock):
   """A non-chief worker (no writer) never runs the summary op."""
   sess = SummarySession(clock, seconds=0.5)
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=6, log_every_n_steps=0,
-                         summaries=Ungated('summary_op'), summary_cadence=Cadence(1, 0))
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=6,
+                         summaries=SummaryWriting(Ungated('summary_op'), Cadence(1, 0)))
   _run_with(step_fn, sess, {})
   assert all(len(fetches) == 2 for fetches in sess.fetches)
 
@@ -371,9 +372,8 @@ def test_a_gate_is_fetched_at_every_step_and_fed_whether_to_write(clock):
   """Steps that write and steps that do not fetch and feed the same names (one executor:
   training/summary_gate.py); only the due ones are fed True and written."""
   sess, writer = GatedSummarySession(clock, seconds=0.5), Writer()
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=12, log_every_n_steps=0,
-                         summaries=SummaryGate('gated', 'write'),
-                         summary_cadence=Cadence(4, 0))
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=12,
+                         summaries=SummaryWriting(SummaryGate('gated', 'write'), Cadence(4, 0)))
   _run_with(step_fn, sess, {'summary_writer': writer})
   assert sess.names == [['train_op', 'global_step', 'gated', 'write']] * 12
   assert [feed['write'] for feed in sess.feeds] == [step % 4 == 0 for step in range(1, 13)]
@@ -384,9 +384,8 @@ def test_a_gate_is_fetched_at_every_step_and_fed_whether_to_write(clock):
 
 def test_a_gate_without_a_writer_is_fed_false(clock):
   sess = GatedSummarySession(clock, seconds=0.5)
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=6, log_every_n_steps=0,
-                         summaries=SummaryGate('gated', 'write'),
-                         summary_cadence=Cadence(1, 0))
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=6,
+                         summaries=SummaryWriting(SummaryGate('gated', 'write'), Cadence(1, 0)))
   _run_with(step_fn, sess, {})
   assert sess.feeds == [{'write': False}] * 6
 

@@ -13,7 +13,7 @@ import pytest
 from deployment import sync_replicas
 from tf_compat import tf
 from training import session_loop
-from training.progress import ProgressStep
+from training.progress import ProgressLines, ProgressStep
 from training.session_loop import EXIT_CLUSTER_FAILURE, LoopTimeouts, Watchdog
 
 TIMEOUTS = LoopTimeouts(startup_timeout_secs=10, step_timeout_secs=5, stop_grace_secs=2)
@@ -205,13 +205,13 @@ def test_a_chief_rejoining_a_job_already_at_its_last_step_skips_nothing():
   """The rejoin op moves the global step on by one (the step in flight): a chief killed
   after the last update and before its final save would end one past the limit (seen in
   the chaos test: 25 of 24)."""
-  step_fn = ProgressStep(examples_per_step=8, number_of_steps=24, log_every_n_steps=0)
+  step_fn = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=24)
   continued, fresh = (types.SimpleNamespace(continued_from_servers=value)
                       for value in (True, False))
   assert session_loop._rejoins(step_fn, continued, 24) is False
   assert session_loop._rejoins(step_fn, continued, 23) is True
   assert session_loop._rejoins(step_fn, fresh, 23) is False
-  unlimited = ProgressStep(examples_per_step=8, number_of_steps=None, log_every_n_steps=0)
+  unlimited = ProgressStep(ProgressLines(8, every_n_steps=0), number_of_steps=None)
   assert session_loop._rejoins(unlimited, continued, 10 ** 6) is True
   assert session_loop._rejoins(lambda *args: (0.0, True), continued, 24) is True
 

@@ -89,9 +89,9 @@ def examples_per_step(monkeypatch):
   counted = []
 
   class Counting(ProgressStep):
-    def __init__(self, examples, **kwargs):
-      counted.append(examples)
-      super().__init__(examples, **kwargs)
+    def __init__(self, lines, *args, **kwargs):
+      counted.append(lines.examples_per_step)
+      super().__init__(lines, *args, **kwargs)
 
   monkeypatch.setattr(train_module, 'ProgressStep', Counting)
   return counted
