@@ -337,17 +337,23 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         replicated.sync_op(config)
     else:
       total_loss = _gather_losses_only(clones)
+  summary_op = _summary_op(config, clones, summaries, total_loss)
+  return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _summary_op(config, clones, summaries, total_loss):
+  """The merged summary op of `summaries` (a set: those from before the clones and the
+  optimizer's), the first clone's, every clone's losses and the total loss; None if none."""
   with tf.device(config.summary_device()):
-    summaries |= set(tf.get_collection(tf.GraphKeys.SUMMARIES, first_clone.scope))
+    summaries |= set(tf.get_collection(tf.GraphKeys.SUMMARIES, clones[0].scope))
     # Every clone's loss, not only the first's: a clone that diverges shows.
     summaries |= {summary for clone in clones[1:]
                   for summary in tf.get_collection(tf.GraphKeys.SUMMARIES, clone.scope)
                   if '/Losses/' in summary.name}
     if total_loss is not None:
       summaries.add(tf.summary.scalar('Losses/total_loss', total_loss))
-    summary_op = (tf.summary.merge(sorted(summaries, key=lambda s: s.name),
-                                   name='summary_op') if summaries else None)
-  return DeployedModel(train_op, summary_op, total_loss, clones)
+    return (tf.summary.merge(sorted(summaries, key=lambda s: s.name), name='summary_op')
+            if summaries else None)
 
 
 def _gather_losses_only(clones):

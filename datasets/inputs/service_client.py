@@ -87,7 +87,18 @@ def distribute_epochs(build, settings, received=None):
     `repeat` before `batch` makes.
   """
   one_epoch = _one_epoch(build, settings)
-  service = settings.service
+  batches = _epoch_jobs(one_epoch, settings.service, settings.num_epochs)
+  if received is not None:
+    batches = received(batches)
+  # Cutting copies only the batches that straddle two received ones; the prefetch keeps
+  # that copy out of the training step.
+  batches = batches.rebatch(settings.batch_size, drop_remainder=settings.drop_remainder)
+  return batches.prefetch(settings.prefetch_batches).with_options(one_epoch.options())
+
+
+def _epoch_jobs(one_epoch, service, num_epochs):
+  """`one_epoch` registered with the dispatcher of `service` and read as one job per
+  epoch, 'job_name epoch k', k from 0 (`num_epochs` of them; None: forever), flattened."""
   target = 'grpc://' + service.address
   dataset_id = tf.data.experimental.service.register_dataset(target, one_epoch)
 
@@ -102,15 +113,9 @@ def distribute_epochs(build, settings, received=None):
   # epoch too, but a reader started again was served the epochs already over anew (a
   # second process read 4 whole epochs from a job whose first 2 were over); here they are
   # empty, and flat_map goes on to the next.
-  epochs = (tf.data.Dataset.counter() if settings.num_epochs is None
-            else tf.data.Dataset.range(settings.num_epochs))
-  batches = epochs.flat_map(epoch)
-  if received is not None:
-    batches = received(batches)
-  # Cutting copies only the batches that straddle two received ones; the prefetch keeps
-  # that copy out of the training step.
-  batches = batches.rebatch(settings.batch_size, drop_remainder=settings.drop_remainder)
-  return batches.prefetch(settings.prefetch_batches).with_options(one_epoch.options())
+  epochs = (tf.data.Dataset.counter() if num_epochs is None
+            else tf.data.Dataset.range(num_epochs))
+  return epochs.flat_map(epoch)
 
 
 def _one_epoch(build, settings):
