@@ -279,9 +279,7 @@ def _watchdog(role, graph, timeouts, hooks):
   (`hooks.input_state`); None otherwise."""
   if not (role.master or hooks.input_state):
     return None
-  return Watchdog(timeouts, hooks.stop_event, role.is_chief, graph.sync_optimizer is not None,
-                  absent_tasks=role.absent_tasks, input_state=hooks.input_state,
-                  all_reduce=role.owns_model)
+  return Watchdog(timeouts, role, hooks, graph.sync_optimizer is not None)
 
 
 def supervised_train(graph, train_step_fn, role, saving, session_config, timeouts,

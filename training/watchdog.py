@@ -53,15 +53,18 @@ class Watchdog:
   POLL_SECS = 0.2
   STATE_TIMEOUT_SECS = 5.0  # Reading the synchronous state from a parameter server.
 
-  def __init__(self, timeouts, stop_event, is_chief, sync, exit_fn=flush_and_exit,
-               clock=time.monotonic, absent_tasks=None, input_state=None,
-               all_reduce=False):
-    self._all_reduce = all_reduce  # Workers without ps: every phase waits for every worker.
+  def __init__(self, timeouts, role, hooks, sync, exit_fn=flush_and_exit,
+               clock=time.monotonic):
+    """`timeouts`: LoopTimeouts. `role`: the task's training.loop_parts.ClusterRole
+    (is_chief, absent_tasks, owns_model: workers without ps all-reduce); `hooks`: its
+    LoopHooks (stop_event, input_state); `sync`: synchronous replicas."""
+    # Workers without ps: every phase waits for every worker.
+    self._all_reduce = role.owns_model
     self._timeouts = timeouts
-    self._input_state = input_state
-    self._absent_tasks = absent_tasks
-    self._stop_event = stop_event
-    self._is_chief = is_chief
+    self._input_state = hooks.input_state
+    self._absent_tasks = role.absent_tasks
+    self._stop_event = hooks.stop_event
+    self._is_chief = role.is_chief
     self._sync = sync
     self._exit = exit_fn
     self._clock = clock

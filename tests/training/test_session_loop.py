@@ -14,6 +14,7 @@ from deployment import sync_replicas
 from tf_compat import tf
 from training import session_loop
 from training.progress import ProgressLines, ProgressStep
+from training.loop_parts import ClusterRole, LoopHooks
 from training.session_loop import EXIT_CLUSTER_FAILURE, LoopTimeouts, Watchdog
 
 TIMEOUTS = LoopTimeouts(startup_timeout_secs=10, step_timeout_secs=5, stop_grace_secs=2)
@@ -29,8 +30,8 @@ class Clock:
 
 def watchdog(timeouts=TIMEOUTS, is_chief=False, sync=True, absent_tasks=None):
   clock, stop = Clock(), threading.Event()
-  return Watchdog(timeouts, stop, is_chief, sync, exit_fn=None, clock=clock,
-                  absent_tasks=absent_tasks), clock, stop
+  return Watchdog(timeouts, ClusterRole(is_chief=is_chief, absent_tasks=absent_tasks),
+                  LoopHooks(stop), sync, exit_fn=None, clock=clock), clock, stop
 
 
 ABSENT = [('ps', 1, 'h0:2222'), ('worker', 0, 'h1:2222'), ('worker', 3, 'h4:2222')]
@@ -120,7 +121,8 @@ def test_the_watchdog_thread_calls_exit_with_the_verdict():
     codes.append(code)
     exited.set()
 
-  with Watchdog(TIMEOUTS, stop, False, True, exit_fn=exit_fn, clock=clock):
+  with Watchdog(TIMEOUTS, ClusterRole(is_chief=False), LoopHooks(stop), True, exit_fn=exit_fn,
+                clock=clock):
     clock.now += 11
     assert exited.wait(30)
   assert codes == [EXIT_CLUSTER_FAILURE]
@@ -132,8 +134,8 @@ def test_a_step_timeout_without_input_says_so_and_arms_outside_a_cluster_too():
   names the input, not a parameter server (outside a cluster there is none)."""
   clock, stop = Clock(), threading.Event()
   state = ['; the tf.data service at d:1 has no data worker left']
-  dog = Watchdog(TIMEOUTS, stop, True, False, exit_fn=None, clock=clock,
-                 input_state=lambda: state[0])
+  dog = Watchdog(TIMEOUTS, ClusterRole(), LoopHooks(stop, input_state=lambda: state[0]), False,
+                 exit_fn=None, clock=clock)
   dog.enter('training')
   clock.now += TIMEOUTS.step_timeout_secs + 1
   assert dog.check() == (EXIT_CLUSTER_FAILURE, (
@@ -153,8 +155,8 @@ def test_a_step_timeout_without_input_says_so_and_arms_outside_a_cluster_too():
 ])
 def test_in_a_cluster_with_a_service_a_silent_ps_is_named_else_the_input(absent, says):
   clock, stop = Clock(), threading.Event()
-  dog = Watchdog(TIMEOUTS, stop, True, False, exit_fn=None, clock=clock,
-                 absent_tasks=lambda: absent, input_state=lambda: '')
+  dog = Watchdog(TIMEOUTS, ClusterRole(absent_tasks=lambda: absent),
+                 LoopHooks(stop, input_state=lambda: ''), False, exit_fn=None, clock=clock)
   dog.enter('training')
   clock.now += TIMEOUTS.step_timeout_secs + 1
   assert says in dog.check()[1]
