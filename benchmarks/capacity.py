@@ -116,7 +116,7 @@ def check_settings(settings):
 
 
 def _digits(work_dir):
-  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.convert_images import convert  # pylint: disable=import-outside-toplevel
   directory = os.path.join(work_dir, 'digits')
   if not os.path.exists(os.path.join(directory, 'dataset_info.json')):
     convert('digits', directory)
@@ -126,8 +126,8 @@ def _digits(work_dir):
 def _videos(work_dir):
   """Small synthetic motion videos (8 classes) converted as video_folder records."""
   # pylint: disable=import-outside-toplevel
-  from datasets.conversion.video_conversion import VideoConversion, convert_videos
-  from datasets.synthetic.motion_videos import make_synthetic_videos
+  from datasets.conversion.convert_videos import VideoConversion, convert_videos
+  from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
   directory = os.path.join(work_dir, 'videos_rgb')
   if not os.path.exists(os.path.join(directory, 'dataset_info.json')):
     made = make_synthetic_videos(os.path.join(work_dir, 'videos'), num_classes=8,

@@ -340,7 +340,7 @@ def _dataset_dir(settings, work_dir):
           'worker reads its own): convert with --num_shards=%d, or leave --dataset_dir out'
           % (settings.dataset_dir, shards, settings.num_workers, settings.num_workers))
     return settings.dataset_dir
-  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.convert_images import convert  # pylint: disable=import-outside-toplevel
   directory = os.path.join(work_dir, 'digits')
   convert('digits', directory, num_shards=max(10, settings.num_workers))
   return directory

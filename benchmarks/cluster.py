@@ -340,7 +340,7 @@ def _dataset_dir(settings, work_dir):
   """settings.dataset_dir, or digits converted into work_dir."""
   if settings.dataset_dir:
     return settings.dataset_dir
-  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.convert_images import convert  # pylint: disable=import-outside-toplevel
   directory = os.path.join(work_dir, 'digits')
   convert('digits', directory)
   return directory

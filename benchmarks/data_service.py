@@ -105,8 +105,8 @@ def check_settings(settings):
 def make_records(settings, work_dir):
   """Synthetic videos converted to clip records; -> the records' directory."""
   # pylint: disable=import-outside-toplevel
-  from datasets.conversion.video_conversion import VideoConversion, convert_videos
-  from datasets.synthetic.motion_videos import make_synthetic_videos
+  from datasets.conversion.convert_videos import VideoConversion, convert_videos
+  from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
   start = time.perf_counter()
   made = make_synthetic_videos(
       os.path.join(work_dir, 'source'), num_classes=2,

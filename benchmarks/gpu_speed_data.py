@@ -33,9 +33,9 @@ def make_data(work_dir, models):
     errors.DataError: a converter failed (its message says why).
   """
   # pylint: disable=import-outside-toplevel  (the converters are only needed here)
-  from datasets.conversion.image_conversion import convert
-  from datasets.conversion.video_conversion import VideoConversion, convert_videos
-  from datasets.synthetic.motion_videos import make_synthetic_videos
+  from datasets.conversion.convert_images import convert
+  from datasets.conversion.convert_videos import VideoConversion, convert_videos
+  from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
   dirs = {}
   try:
     if 'cifarnet' in models:

@@ -6,7 +6,7 @@ r"""Converts an image dataset into sharded image records, labels.txt and dataset
 
 digits takes a few seconds on one CPU core. Re-running over a finished output replaces it.
 image_folder files that are not readable images are skipped and listed on stderr. The
-work is in datasets/conversion/image_conversion.py.
+work is in datasets/conversion/convert_images.py.
 
 Exit status (the table in core/errors.py): 0 converted; 4 converted, but files were
 skipped (listed on stderr), as convert_videos does for skipped videos; 2 bad flags (one `error:` line,
@@ -20,8 +20,8 @@ from absl import app
 from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.conversion import image_conversion
-from datasets.conversion.image_conversion import ImageConversion
+from datasets.conversion import convert_images
+from datasets.conversion.convert_images import ImageConversion
 from tf_compat import tf
 
 define_flags(ImageConversion)
@@ -32,14 +32,14 @@ def main(argv):
     return USAGE
   try:
     config = config_from_flags(ImageConversion)
-    result = image_conversion.convert_images(config)
+    result = convert_images.convert_images(config)
   except EXPECTED as error:
     return report(error)
   except (OSError, tf.errors.OpError) as error:
     # Disk full, permission denied, a file gone between passes: the environment, not a bug.
     print_error('conversion into %s failed: %s' % (config.output_dir, error))
     return IO
-  image_conversion.print_summary(result)
+  convert_images.print_summary(result)
   return INCOMPLETE if result.skipped else OK
 
 

@@ -19,7 +19,7 @@ the same `--output_dir` keeps finished shards and converts only the rest. Bad in
 never stops the conversion (unless `--strict`): an empty, truncated, unreadable or
 audio-only file, a listed video that is missing, or a list line naming a class that
 classInd lacks is skipped, listed in the manifest and in one summary line. The work is
-in datasets/conversion/video_conversion.py.
+in datasets/conversion/convert_videos.py.
 
 One damaged shard (named by the trainer's, eval.py's or datasets.verify_records' error
 line) is rewritten alone, byte for byte, from the sources and settings manifest.json
@@ -49,7 +49,7 @@ from absl import app
 from core.errors import EXPECTED, INCOMPLETE, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.conversion.video_conversion_config import (VideoConversion,
+from datasets.conversion.convert_videos_config import (VideoConversion,
                                                          with_task_from_environment)
 
 define_flags(VideoConversion)
@@ -61,20 +61,20 @@ def main(argv):
   # Imported here, not at the top: every decoding process starts by importing this module
   # again (multiprocessing's spawn), and the work module imports TensorFlow, which cost
   # 5.3 s per process (tests/datasets/test_convert_videos.py checks they do without).
-  from datasets.conversion import video_conversion  # pylint: disable=import-outside-toplevel
+  from datasets.conversion import convert_videos  # pylint: disable=import-outside-toplevel
   from datasets.conversion import shard_rebuild  # pylint: disable=import-outside-toplevel
   try:
     config = with_task_from_environment(config_from_flags(VideoConversion), os.environ)
     if config.only_shard:
       print(shard_rebuild.summary_line(shard_rebuild.rebuild_shard(config)))
       return OK
-    manifest = video_conversion.convert_videos(config)
+    manifest = convert_videos.convert_videos(config)
   except EXPECTED as error:
     return report(error)
   except OSError as error:
     print_error('conversion into %s failed: %s' % (config.output_dir, error))
     return IO
-  print(video_conversion.summary_line(manifest, config.output_dir))
+  print(convert_videos.summary_line(manifest, config.output_dir))
   return INCOMPLETE if manifest.get('skipped') else OK
 
 

@@ -10,7 +10,7 @@ or machines. The dispatcher's --work_dir keeps its journal: restarted on the sam
 resumes. Each server logs one 'ready' line and serves until SIGTERM or SIGINT.
 `deployment.launch_local --num_data_workers=N` starts them beside a local cluster, and
 configs/slurm/train.sbatch as an srun step (--addressing=slurm). The work is in
-datasets/inputs/service_servers.py; docs/data_service.md says more.
+datasets/inputs/data_service.py; docs/data_service.md says more.
 
 Exit status (the table in core/errors.py): 0 stopped by a signal; 2 bad flags (one
 `error:` line), or a port that cannot be listened on.
@@ -24,8 +24,8 @@ from absl import app
 from core.errors import EXPECTED, USAGE, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.inputs import service_servers
-from datasets.inputs.service_servers import ServerConfig
+from datasets.inputs import data_service
+from datasets.inputs.data_service import ServerConfig
 
 define_flags(ServerConfig)
 
@@ -34,9 +34,9 @@ def main(argv):
   if reject_positional_arguments(argv):
     return USAGE
   try:
-    config, address = service_servers.with_addressing(config_from_flags(ServerConfig),
+    config, address = data_service.with_addressing(config_from_flags(ServerConfig),
                                                       os.environ)
-    return service_servers.serve(config, address=address)
+    return data_service.serve(config, address=address)
   except EXPECTED as error:
     return report(error)
 

@@ -5,7 +5,7 @@
 Adding a dataset is one module (`NAME`, `get_split`, `convert_command`, and for videos
 `read_split_lists`: a `video_dataset.VideoDatasetSpec` gives all four) and one
 `register_dataset(module)` line at the end of this file. The registry declares; it
-converts nothing (an image dataset's converter is in `conversion/image_conversion.py`).
+converts nothing (an image dataset's converter is in `conversion/convert_images.py`).
 """
 
 import dataclasses

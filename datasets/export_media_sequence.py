@@ -9,7 +9,7 @@ DMVR's readers take too: `image/encoded` (the stored JPEGs, unchanged) for rgb,
 MediaPipe's flow graph does) for flow, `clip/label/index`, `clip/label/string` and
 `clip/label/text`, `example/id`, frame timestamps. Shards keep the source's names, one per
 source shard; labels.txt comes along. The full key list is in
-datasets/conversion/media_sequence_export.py, which does the work.
+datasets/conversion/export_media_sequence.py, which does the work.
 
 Exit status (the table in core/errors.py): 0 exported; 2 bad flags; 3 records that need
 migrating first, or a shard or index that cannot be read (one line naming it and the
@@ -21,8 +21,8 @@ from absl import app
 from core.errors import EXPECTED, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.conversion import media_sequence_export
-from datasets.conversion.media_sequence_export import MediaSequenceExport
+from datasets.conversion import export_media_sequence
+from datasets.conversion.export_media_sequence import MediaSequenceExport
 
 define_flags(MediaSequenceExport)
 
@@ -32,13 +32,13 @@ def main(argv):
     return USAGE
   try:
     config = config_from_flags(MediaSequenceExport)
-    summary = media_sequence_export.export_media_sequence(config)
+    summary = export_media_sequence.export_media_sequence(config)
   except EXPECTED as error:
     return report(error)
   except OSError as error:
     print_error('export into %s failed: %s' % (config.output_dir, error))
     return IO
-  print(media_sequence_export.summary_line(summary))
+  print(export_media_sequence.summary_line(summary))
   return OK
 
 

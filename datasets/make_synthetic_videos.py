@@ -7,7 +7,7 @@ r"""Writes a tiny synthetic action dataset: real video files and split lists, UC
 Default: 4 classes x 12 videos of 8-40 frames; about 1 s on one CPU core and 3 MB, written
 as <output_dir>/videos/<ClassName>/v_<ClassName>_gGG_cCC.avi and <output_dir>/splits/
 (classInd.txt, trainlist01.txt, testlist01.txt). The classes differ only in the direction
-of motion; what the videos show, and why, is in datasets/synthetic/motion_videos.py,
+of motion; what the videos show, and why, is in datasets/synthetic/make_synthetic_videos.py,
 which does the work.
 
 Exit status (the table in core/errors.py): 0 written; 2 bad flags or an output_dir that
@@ -21,8 +21,8 @@ import av
 from core.errors import EXPECTED, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.synthetic import motion_videos
-from datasets.synthetic.motion_videos import SyntheticVideosConfig
+from datasets.synthetic import make_synthetic_videos
+from datasets.synthetic.make_synthetic_videos import SyntheticVideosConfig
 
 define_flags(SyntheticVideosConfig)
 
@@ -32,13 +32,13 @@ def main(argv):
     return USAGE
   try:
     config = config_from_flags(SyntheticVideosConfig)
-    summary = motion_videos.write_synthetic_videos(config)
+    summary = make_synthetic_videos.write_synthetic_videos(config)
   except EXPECTED as error:
     return report(error)
   except (OSError, av.FFmpegError) as error:
     print_error('writing into %s failed: %s' % (config.output_dir, error))
     return IO
-  print(motion_videos.summary_line(summary))
+  print(make_synthetic_videos.summary_line(summary))
   return OK
 
 

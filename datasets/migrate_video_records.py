@@ -10,7 +10,7 @@ per shard (format 2, datasets/formats/video_records.py) into --output_dir, a new
 old one is only read and can be removed afterwards. Each shard is written atomically and
 dataset_info.json last, so an interrupted run leaves no half dataset; the same command
 resumes it, keeping the shards already done. The work is in
-datasets/conversion/record_migration.py.
+datasets/conversion/migrate_video_records.py.
 
 Exit status (the table in core/errors.py): 0 migrated; 2 bad flags, or data that needs no
 migration; 3 a shard of --dataset_dir cannot be read (the line names it; shards done are
@@ -22,8 +22,8 @@ from absl import app
 from core.errors import EXPECTED, IO, OK, USAGE, print_error, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.conversion import record_migration
-from datasets.conversion.record_migration import RecordMigration
+from datasets.conversion import migrate_video_records
+from datasets.conversion.migrate_video_records import RecordMigration
 
 define_flags(RecordMigration)
 
@@ -33,13 +33,13 @@ def main(argv):
     return USAGE
   try:
     config = config_from_flags(RecordMigration)
-    summary = record_migration.migrate_video_records(config)
+    summary = migrate_video_records.migrate_video_records(config)
   except EXPECTED as error:
     return report(error)
   except OSError as error:
     print_error('migration into %s failed: %s' % (config.output_dir, error))
     return IO
-  print(record_migration.summary_line(summary))
+  print(migrate_video_records.summary_line(summary))
   return OK
 
 

@@ -11,7 +11,7 @@ is wrong (the record, the video, the frames) and one with the command that rebui
 that shard (`python -m datasets.convert_videos --output_dir=DIR --only_shard=NAME` for
 video conversions; image conversions are run again whole), then a summary line. Decoding
 is what costs: about the frames' decode time of one training epoch, spread over
---num_parallel_calls threads. The work is in datasets/checks/record_check.py.
+--num_parallel_calls threads. The work is in datasets/checks/verify_records.py.
 
 Exit status (the table in core/errors.py): 0 every record reads and decodes; 3 a shard is
 damaged or missing (listed); 2 bad flags or no converted dataset at --dataset_dir.
@@ -23,8 +23,8 @@ from absl import app
 from core.errors import DATA, EXPECTED, OK, USAGE, report
 from core.params import (config_from_flags, define_flags, parse_flags,
                          reject_positional_arguments)
-from datasets.checks import record_check
-from datasets.checks.record_check import VerifyConfig
+from datasets.checks import verify_records
+from datasets.checks.verify_records import VerifyConfig
 
 define_flags(VerifyConfig)
 
@@ -33,10 +33,10 @@ def main(argv):
   if reject_positional_arguments(argv):
     return USAGE
   try:
-    result = record_check.verify_dataset(config_from_flags(VerifyConfig))
+    result = verify_records.verify_dataset(config_from_flags(VerifyConfig))
   except EXPECTED as error:
     return report(error)
-  for line in record_check.report_lines(result):
+  for line in verify_records.report_lines(result):
     print(line, flush=True)
   return DATA if result.damaged or result.missing else OK
 

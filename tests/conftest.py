@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(scope='session')
 def digits_dir(tmp_path_factory):
   """scikit-learn digits converted once per test run (1437 train / 360 test); read-only."""
-  from datasets.conversion.image_conversion import convert  # pylint: disable=import-outside-toplevel
+  from datasets.conversion.convert_images import convert  # pylint: disable=import-outside-toplevel
   from tests.once import made_once  # pylint: disable=import-outside-toplevel
 
   def make(output_dir):

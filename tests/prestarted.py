@@ -69,7 +69,7 @@ PRELOAD = ['tests.prestarted_server', 'tf_compat', 'tests.prestarted', 'training
            'training.doctor.diagnosis', 'evaluation.run', 'serving.export_model',
            'serving.predict_video',
            'deployment.cluster.local_cluster', 'datasets.inputs.service_client',
-           'datasets.conversion.image_conversion', 'nets.nets_factory']
+           'datasets.conversion.convert_images', 'nets.nets_factory']
 
 # Read while the preloaded modules are imported or by the interpreter as it starts.
 IMPORT_TIME_ENV = ('SLIMDEPLOY_TF_VERBOSE', 'TF_CPP_MIN_LOG_LEVEL', 'TF_CPP_MAX_VLOG_LEVEL',

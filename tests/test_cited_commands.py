@@ -11,13 +11,13 @@ import pytest
 from absl import flags
 
 from core.params import define_flags
-from datasets.checks.record_check import VerifyConfig
-from datasets.conversion.image_conversion import ImageConversion
-from datasets.conversion.media_sequence_export import MediaSequenceExport
-from datasets.conversion.record_migration import RecordMigration
-from datasets.conversion.video_conversion_config import VideoConversion
-from datasets.inputs.service_servers import ServerConfig
-from datasets.synthetic.motion_videos import SyntheticVideosConfig
+from datasets.checks.verify_records import VerifyConfig
+from datasets.conversion.convert_images import ImageConversion
+from datasets.conversion.export_media_sequence import MediaSequenceExport
+from datasets.conversion.migrate_video_records import RecordMigration
+from datasets.conversion.convert_videos_config import VideoConversion
+from datasets.inputs.data_service import ServerConfig
+from datasets.synthetic.make_synthetic_videos import SyntheticVideosConfig
 from deployment.cluster.local_cluster import LaunchConfig
 from nets.inflation import InflateConfig
 from training.config import TrainConfig

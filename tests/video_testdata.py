@@ -25,8 +25,8 @@ import os
 import numpy as np
 from PIL import Image
 
-from datasets.conversion.video_conversion import VideoConversion, convert_videos
-from datasets.synthetic.motion_videos import make_synthetic_videos
+from datasets.conversion.convert_videos import VideoConversion, convert_videos
+from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
 from nets import nets_factory
 from tests.once import made_once
 from tf_compat import tf

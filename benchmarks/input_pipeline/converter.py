@@ -19,7 +19,7 @@ def convert(data, output_dir, *, short_side, num_processes):
   Returns {'seconds', 'videos', 'frames'}; RuntimeError if the converter skipped a video.
   """
   # pylint: disable-next=import-outside-toplevel
-  from datasets.conversion.video_conversion import VideoConversion, convert_videos
+  from datasets.conversion.convert_videos import VideoConversion, convert_videos
   start = time.perf_counter()
   manifest = convert_videos(VideoConversion(
       dataset_name='video_folder', video_dir=data['video_dir'],

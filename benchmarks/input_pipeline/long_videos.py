@@ -58,7 +58,7 @@ def run(settings, work_dir):
 def _prepare(settings, work_dir, name, frames):
   """Videos of exactly `frames` frames, their records and the bytes of their frames."""
   # pylint: disable-next=import-outside-toplevel
-  from datasets.synthetic.motion_videos import make_synthetic_videos
+  from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
   made = make_synthetic_videos(
       os.path.join(work_dir, name + '_source'), num_classes=settings.num_classes,
       videos_per_class=settings.videos_per_class, min_frames=frames, max_frames=frames,

@@ -17,7 +17,7 @@ def prepare(settings, work_dir):
   (data_path -> (height, width) of the stored frames), videos and frames (all splits).
   """
   # pylint: disable-next=import-outside-toplevel
-  from datasets.synthetic.motion_videos import make_synthetic_videos
+  from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
   start = time.perf_counter()
   made = make_synthetic_videos(
       os.path.join(work_dir, 'source'), num_classes=settings.num_classes,

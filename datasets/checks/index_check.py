@@ -1,6 +1,6 @@
 """The checks of format-2 video records' indexes (layout in `datasets/formats/video_records.py`):
 each record a chunk of a video, each shard with an index that lists every video's chunks
-by frame and byte bounds. Used by `record_check` (`python -m datasets.verify_records`),
+by frame and byte bounds. Used by `verify_records` (`python -m datasets.verify_records`),
 and by training and eval before they build a graph (`check_index_counts`).
 
   chunk_parser(modality, ParsedRecord)  parse(one chunk record) -> ParsedRecord

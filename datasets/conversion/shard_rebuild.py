@@ -7,8 +7,8 @@ What the conversion in --output_dir recorded is what is used: the settings
 (`manifest.json` "settings", the same as conversion.json), the source directory
 ("source"; --video_dir or --frames_dir may say where the sources are now) and the shard's
 videos in record order ("shard_contents", see `shard_sources`). Those videos are decoded
-again by the converter's own code (`video_conversion.video_task`, `process_video`) and
-written through the same writer (`video_conversion.write_shard_records`): the shard, then
+again by the converter's own code (`convert_videos.video_task`, `process_video`) and
+written through the same writer (`convert_videos.write_shard_records`): the shard, then
 its index, each to a temporary name renamed over the damaged file only once complete. The
 new files' SHA-256s are compared with the ones the conversion recorded. Records of an
 older format (format_version) are refused with the command that migrates them: a rebuilt
@@ -24,9 +24,9 @@ import os
 from typing import Optional
 
 from core.errors import DataError
-from datasets.conversion import shard_sources, video_conversion
+from datasets.conversion import shard_sources, convert_videos
 from datasets.conversion.timed_pool import run_tasks
-from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.conversion.convert_videos_config import VideoConversion
 from datasets.conversion.video_frames import process_video
 from datasets.formats import converted_data, shards, video_records
 from datasets.formats.dataset_split import DatasetError
@@ -116,7 +116,7 @@ def _recorded_conversion(conversion, manifest):
 
 def _convert(conversion, entries):
   """[(entry, decoded result)] in order; DataError at the first video that fails."""
-  tasks = [video_conversion.video_task(entry, conversion) for entry in entries]
+  tasks = [convert_videos.video_task(entry, conversion) for entry in entries]
   results = [None] * len(tasks)
   for index, result in run_tasks(process_video, tasks, conversion.num_processes,
                                  conversion.video_timeout):
@@ -151,8 +151,8 @@ def rebuild_shard(conversion):
   entries = [VideoEntry(video['path'], names[video['label']], video['label'])
              for video in listing['videos']]
   converted = _convert(conversion, entries)
-  path = video_conversion.write_shard_records(
-      conversion, video_conversion.Shard(split, index, count, entries), converted)
+  path = convert_videos.write_shard_records(
+      conversion, convert_videos.Shard(split, index, count, entries), converted)
   return RebuildResult(path, len(converted), sum(len(r['frames']) for _, r in converted),
                        shard_sources.file_sha256(path), listing.get('sha256'),
                        shard_sources.file_sha256(video_records.index_path(path)),

@@ -5,7 +5,7 @@ its op fail, and one failing op ends a tf.data pipeline. Here the values are dec
 one loop inside a one-element dataset with errors ignored, and, only when that fails, each
 as an element of a small dataset of its own, so the result carries a flag per value. The
 readers (`inputs/damaged_frames`, `clip_input`, `image_input`) and the verifier
-(`checks/record_check`) both decode through it.
+(`checks/verify_records`) both decode through it.
 
   map_checked(values, fn, ...)   fn on each row of `values`, carrying on past rows it fails
                                  on: (outputs, zeros where it failed; ok bool per row)

@@ -30,7 +30,7 @@ Here:
                               corrupted record at N', a file not found, or a read_failure
 
 Every function takes a shard path (and the record framing only), never a record layout:
-what a record holds is the caller's business (datasets/checks/record_check.py parses them). A
+what a record holds is the caller's business (datasets/checks/verify_records.py parses them). A
 shard may have an index beside it, `<shard>.index` (the video layout's); it is a TFRecord
 file too, and its damage is mended by rebuilding the shard.
 """

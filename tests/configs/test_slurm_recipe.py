@@ -34,7 +34,7 @@ from deployment import sync_replicas
 from deployment.cluster.slurm_env import JOB_SLOTS, PORT_BASE, SLOT_PORTS
 from training.config import TrainConfig
 from training.train import SYNC_TRACE_FILE
-from datasets.inputs.service_servers import ServerConfig
+from datasets.inputs.data_service import ServerConfig
 from tests import slurm_cluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, error_lines,
                                  last_start, ready_steps, steps, train_flags, wait_for,

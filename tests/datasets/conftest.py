@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.conversion import image_conversion
+from datasets.conversion import convert_images
 from tests.once import made_once
 from tf_compat import tf
 
@@ -17,7 +17,7 @@ from tf_compat import tf
 def digits_dir(tmp_path_factory):
   """Digits converted once per test run (about 4 s), 4 shards per split."""
   def make(output_dir):
-    image_conversion.convert('digits', output_dir, num_shards=4)
+    convert_images.convert('digits', output_dir, num_shards=4)
     return output_dir
 
   return made_once(tmp_path_factory, 'digits_4_shards', make)

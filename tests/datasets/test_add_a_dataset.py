@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from datasets import dataset_factory
-from datasets.conversion.video_conversion import VideoConversion, convert_videos
+from datasets.conversion.convert_videos import VideoConversion, convert_videos
 from tests.video_testdata import synthetic_videos
 
 MODULE = textwrap.dedent('''

@@ -1,7 +1,7 @@
 """`python -m datasets.convert_videos` as users run it: exit statuses, the summary line, and
 decoding processes that do not import TensorFlow.
 
-The conversion itself is tested in tests/datasets/conversion/test_video_conversion.py.
+The conversion itself is tested in tests/datasets/conversion/test_convert_videos.py.
 """
 
 import os
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from datasets.synthetic.motion_videos import make_synthetic_videos
+from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from datasets.conversion import image_conversion
+from datasets.conversion import convert_images
 from datasets import digits
 
 
@@ -70,7 +70,7 @@ def test_get_split_describes_the_converted_data(digits_dir):
 
 def test_split_is_the_same_on_a_second_run(digits_dir, tmp_path):
   again = str(tmp_path / 'again')
-  image_conversion.convert('digits', again, num_shards=4)
+  convert_images.convert('digits', again, num_shards=4)
   names = sorted(n for n in os.listdir(digits_dir))
   assert names == sorted(os.listdir(again))
   _, mismatch, errors = filecmp.cmpfiles(digits_dir, again, names, shallow=False)
@@ -101,7 +101,7 @@ def test_missing_shard_is_reported(digits_dir, tmp_path):
 
 def test_digits_refuses_image_folder_arguments(tmp_path):
   with pytest.raises(ValueError, match='fixed 1437/360 split'):
-    image_conversion.convert('digits', str(tmp_path / 'out'), seed=5)
+    convert_images.convert('digits', str(tmp_path / 'out'), seed=5)
   with pytest.raises(ValueError, match='only used by --dataset_name=image_folder'):
-    image_conversion.convert('digits', str(tmp_path / 'out'), image_dir=str(tmp_path))
+    convert_images.convert('digits', str(tmp_path / 'out'), image_dir=str(tmp_path))
   assert not os.path.exists(tmp_path / 'out')

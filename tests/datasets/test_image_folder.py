@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from datasets import image_folder
-from datasets.conversion import image_conversion
+from datasets.conversion import convert_images
 from datasets.formats import image_records
 from tf_compat import tf
 
@@ -30,7 +30,7 @@ def _pil_rgb(path):
 def test_conversion_sizes_labels_and_skipped_files(image_tree, tmp_path):
   image_dir, good, bad = image_tree
   output_dir = str(tmp_path / 'out')
-  result = image_conversion.convert('image_folder', output_dir, image_dir=image_dir,
+  result = convert_images.convert('image_folder', output_dir, image_dir=image_dir,
                                   num_shards=2, test_fraction=0.2, seed=0)
   assert result.split_sizes == {'train': 8, 'test': 2}
   assert result.num_classes == 3 and result.empty_classes == ()
@@ -58,7 +58,7 @@ def test_conversion_sizes_labels_and_skipped_files(image_tree, tmp_path):
 def test_records_decode_to_the_source_images(image_tree, tmp_path, helpers):
   image_dir, good, _ = image_tree
   output_dir = str(tmp_path / 'out')
-  image_conversion.convert('image_folder', output_dir, image_dir=image_dir, num_shards=3)
+  convert_images.convert('image_folder', output_dir, image_dir=image_dir, num_shards=3)
   examples = (helpers.read_examples(os.path.join(output_dir, 'train-*'))
               + helpers.read_examples(os.path.join(output_dir, 'test-*')))
   decoded = _tf_decode([example.SerializeToString() for example in examples])
@@ -89,7 +89,7 @@ def test_split_is_seeded_and_stratified(image_tree, tmp_path, helpers):
 
   def test_labels(seed, name):
     output_dir = str(tmp_path / name)
-    image_conversion.convert('image_folder', output_dir, image_dir=image_dir,
+    convert_images.convert('image_folder', output_dir, image_dir=image_dir,
                            test_fraction=0.3, seed=seed)
     return sorted((helpers.feature(e, 'image/height'), helpers.feature(e, 'image/class/label'))
                   for e in helpers.read_examples(os.path.join(output_dir, 'test-*')))
@@ -102,8 +102,8 @@ def test_split_is_seeded_and_stratified(image_tree, tmp_path, helpers):
 def test_rerun_replaces_the_output(image_tree, tmp_path):
   image_dir, _, _ = image_tree
   output_dir = str(tmp_path / 'out')
-  image_conversion.convert('image_folder', output_dir, image_dir=image_dir, num_shards=4)
-  image_conversion.convert('image_folder', output_dir, image_dir=image_dir, num_shards=1)
+  convert_images.convert('image_folder', output_dir, image_dir=image_dir, num_shards=4)
+  convert_images.convert('image_folder', output_dir, image_dir=image_dir, num_shards=1)
   assert sorted(os.listdir(output_dir)) == ['dataset_info.json', 'labels.txt',
                                             'test-00000-of-00001', 'train-00000-of-00001']
   assert image_folder.get_split('train', output_dir).num_samples == 8
@@ -127,21 +127,21 @@ def test_bad_trees_write_nothing(tmp_path, setup, message):
       handle.write('text')
   output_dir = str(tmp_path / 'out')
   with pytest.raises(ValueError, match=message):
-    image_conversion.convert('image_folder', output_dir,
+    convert_images.convert('image_folder', output_dir,
                            image_dir=None if setup == 'none' else image_dir)
   assert not os.path.exists(output_dir)
 
 
 def test_bad_test_fraction(image_tree, tmp_path):
   with pytest.raises(ValueError, match='use a number >= 0 and < 1'):
-    image_conversion.convert('image_folder', str(tmp_path / 'out'), image_dir=image_tree[0],
+    convert_images.convert('image_folder', str(tmp_path / 'out'), image_dir=image_tree[0],
                            test_fraction=1.0)
 
 
 def test_interrupted_conversion_is_not_mistaken_for_data(image_tree, tmp_path, monkeypatch):
   image_dir, _, _ = image_tree
   output_dir = str(tmp_path / 'out')
-  image_conversion.convert('image_folder', output_dir, image_dir=image_dir)
+  convert_images.convert('image_folder', output_dir, image_dir=image_dir)
 
   def fail(_):
     raise OSError('disk full')
@@ -149,7 +149,7 @@ def test_interrupted_conversion_is_not_mistaken_for_data(image_tree, tmp_path, m
   from datasets.conversion import convert_image_folder  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(convert_image_folder, '_encoded', fail)
   with pytest.raises(OSError, match='disk full'):
-    image_conversion.convert('image_folder', output_dir, image_dir=image_dir)
+    convert_images.convert('image_folder', output_dir, image_dir=image_dir)
   # The old info file went first, so the half-replaced directory is reported, not read.
   with pytest.raises(ValueError, match='no conversion finished'):
     image_folder.get_split('train', output_dir)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from datasets import dataset_factory
-from datasets.conversion import image_conversion, shard_writer
+from datasets.conversion import convert_images, shard_writer
 from datasets.formats import converted_data
 from datasets.formats.dataset_split import DatasetError
 
@@ -156,7 +156,7 @@ def test_registry_lists_the_video_datasets():
 def test_convert_images_refuses_video_datasets(tmp_path, name):
   output_dir = str(tmp_path / 'out')
   with pytest.raises(DatasetError) as info:
-    image_conversion.convert(name, output_dir)
+    convert_images.convert(name, output_dir)
   assert _one_line(info) == (
       '%s is a video dataset; convert it with: python -m datasets.convert_videos '
       '--dataset_name=%s ... --output_dir=%s (convert_images handles digits, image_folder)'

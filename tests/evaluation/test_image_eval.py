@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.conversion.image_conversion import convert
+from datasets.conversion.convert_images import convert
 from evaluation import run
 from evaluation import image_eval
 from evaluation.config import EvalConfig

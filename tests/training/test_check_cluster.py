@@ -13,7 +13,7 @@ import pytest
 
 from tests.cluster_tasks import ROOT, error_lines, free_ports, train_flags, trainer
 
-DIGITS_TRAIN_SHARDS = 4   # datasets/conversion/image_conversion.py writes digits so.
+DIGITS_TRAIN_SHARDS = 4   # datasets/conversion/convert_images.py writes digits so.
 
 
 def run(argv, timeout=300):

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 
-from datasets.conversion.image_conversion import convert
+from datasets.conversion.convert_images import convert
 from deployment.session.session_config import make_session_config
 from evaluation import image_eval
 from evaluation.config import EvalConfig

@@ -15,7 +15,7 @@ import logging
 import numpy as np
 import pytest
 
-from datasets.conversion.image_conversion import convert
+from datasets.conversion.convert_images import convert
 from evaluation import run
 from evaluation.config import EvalConfig
 from tf_compat import tf

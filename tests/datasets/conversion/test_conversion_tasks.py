@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from datasets.conversion.video_conversion import convert_videos, summary_line
-from datasets.conversion.video_conversion_config import (VideoConversion,
+from datasets.conversion.convert_videos import convert_videos, summary_line
+from datasets.conversion.convert_videos_config import (VideoConversion,
                                                          with_task_from_environment)
 from datasets.formats.dataset_split import DatasetError
 from tests.video_testdata import synthetic_videos

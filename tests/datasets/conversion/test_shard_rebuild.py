@@ -15,7 +15,7 @@ import pytest
 
 from core.errors import DataError
 from datasets.conversion import shard_rebuild
-from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.conversion.convert_videos_config import VideoConversion
 from datasets.formats.dataset_split import DatasetError
 from tests import damaged_data, video_testdata
 

@@ -1,7 +1,7 @@
 """Tests for datasets/inputs/service_client.py against a real tf.data service.
 
   * `distribute_epochs` on the image pipeline (48 numbered images, batch 2) through 1, 2
-    and 3 data workers, each `service_servers.serve` in a thread of the test's process
+    and 3 data workers, each `data_service.serve` in a thread of the test's process
     (seconds): every image exactly once in each epoch's 48 with either sharding, each
     epoch in an order of its own although the trainer is seeded, a late reader skipping
     the epochs already over, and `received` dropping examples before the batches are cut;
@@ -26,7 +26,7 @@ from PIL import Image
 
 from datasets.formats import image_records, shards, video_records
 from datasets.formats.dataset_split import DatasetSplit
-from datasets.inputs import clip_reader, image_input, service_client, service_servers
+from datasets.inputs import clip_reader, image_input, service_client, data_service
 from datasets.inputs.input_settings import InputSettings
 from tests import damaged_data, video_testdata
 from tests.data_service import DataService, free_port, wait_for
@@ -133,17 +133,17 @@ def numbered_images(tmp_path_factory):
 @contextlib.contextmanager
 def _threaded_service(directory, num_workers):
   """-> the address of a dispatcher (with the fixed list of workers files sharding needs)
-  and `num_workers` data workers, each `service_servers.serve` in a thread of this
+  and `num_workers` data workers, each `data_service.serve` in a thread of this
   process; every one of them stopped on the way out, however the test ends."""
   address = 'localhost:%d' % free_port()
   workers = sorted('localhost:%d' % free_port() for _ in range(num_workers))
-  configs = [service_servers.ServerConfig(
+  configs = [data_service.ServerConfig(
       role='dispatcher', port=int(address.split(':')[1]), work_dir=str(directory),
-      worker_addresses=tuple(workers))] + [service_servers.ServerConfig(
+      worker_addresses=tuple(workers))] + [data_service.ServerConfig(
           role='worker', port=int(worker.split(':')[1]), dispatcher_address=address,
           worker_address=worker) for worker in workers]
   stop = threading.Event()
-  threads = [threading.Thread(target=service_servers.serve, args=(config, stop))
+  threads = [threading.Thread(target=data_service.serve, args=(config, stop))
              for config in configs]
   dispatcher = service_client.DataWorkers(address)
   try:

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from datasets import dataset_factory
-from datasets.conversion.video_conversion import VideoConversion, convert_videos
+from datasets.conversion.convert_videos import VideoConversion, convert_videos
 from datasets.formats.dataset_split import DatasetError
 from datasets.splits import source_groups
 from tests.video_testdata import synthetic_videos

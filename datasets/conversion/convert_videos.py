@@ -32,7 +32,7 @@ from datasets import dataset_factory
 from datasets.conversion import shard_sources, video_shards
 from datasets.conversion.progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
-from datasets.conversion.video_conversion_config import VideoConversion
+from datasets.conversion.convert_videos_config import VideoConversion
 from datasets.conversion.video_frames import VideoTask, process_video
 from datasets.formats import converted_data, shards, video_records
 from datasets.formats.dataset_split import DatasetError

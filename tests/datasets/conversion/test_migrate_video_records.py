@@ -1,4 +1,4 @@
-"""datasets/conversion/record_migration.py: format-1 video records (one SequenceExample per
+"""datasets/conversion/migrate_video_records.py: format-1 video records (one SequenceExample per
 whole video, written by hand with the keys that format used: tests/video_testdata.py)
 rewritten as chunked records with an index: frames byte for byte, resumable, nothing
 half-written left behind."""
@@ -15,8 +15,8 @@ from PIL import Image
 
 from core.errors import ConfigError, DataError
 from datasets import dataset_factory
-from datasets.conversion import record_migration
-from datasets.conversion.record_migration import RecordMigration, migrate_video_records
+from datasets.conversion import migrate_video_records as migration
+from datasets.conversion.migrate_video_records import RecordMigration, migrate_video_records
 from datasets.inputs import clip_input
 from datasets.inputs.input_settings import InputSettings, Sampling
 from tests import video_testdata as vt
@@ -101,7 +101,7 @@ def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkey
   vt.write_format1_dataset(old)
   clean = str(tmp_path / 'clean')
   migrate_video_records(RecordMigration(dataset_dir=old, output_dir=clean))
-  chunked = record_migration._chunked_videos   # pylint: disable=protected-access
+  chunked = migration._chunked_videos   # pylint: disable=protected-access
   calls = []
 
   def crash_in_the_second_shard(*args):
@@ -111,7 +111,7 @@ def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkey
         raise KeyboardInterrupt   # killed while writing the second shard
       yield video
 
-  monkeypatch.setattr(record_migration, '_chunked_videos', crash_in_the_second_shard)
+  monkeypatch.setattr(migration, '_chunked_videos', crash_in_the_second_shard)
   new = str(tmp_path / 'new')
   with pytest.raises(KeyboardInterrupt):
     migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))
@@ -120,7 +120,7 @@ def test_an_interrupted_migration_leaves_no_dataset_and_resumes(tmp_path, monkey
   with pytest.raises(ConfigError, match='holds a migration of .* with chunk_frames=8; use a '
                                         'new --output_dir'):
     migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new, chunk_frames=3))
-  monkeypatch.setattr(record_migration, '_chunked_videos', chunked)
+  monkeypatch.setattr(migration, '_chunked_videos', chunked)
   summary = migrate_video_records(RecordMigration(dataset_dir=old, output_dir=new))
   assert summary['shards'] == {'written': 2, 'kept': 1}
   names = sorted(os.listdir(clean))

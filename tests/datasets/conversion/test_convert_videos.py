@@ -1,4 +1,4 @@
-"""datasets/conversion/video_conversion.py end to end on real (generated) video files, bad
+"""datasets/conversion/convert_videos.py end to end on real (generated) video files, bad
 input included.
 
 References are independent of the converter: frames decoded here with plain PyAV and
@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 
 from datasets import dataset_factory
-from datasets.conversion.video_conversion import StrictStop, VideoConversion, convert_videos
+from datasets.conversion.convert_videos import StrictStop, VideoConversion, convert_videos
 from datasets.formats.dataset_split import DatasetError
-from datasets.synthetic.motion_videos import make_synthetic_videos
+from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
 from tests import video_testdata
 
 SHORT_SIDE = 48

@@ -1,12 +1,12 @@
-"""The verifier's work (datasets/checks/record_check.py) on the shared synthetic records and on
+"""The verifier's work (datasets/checks/verify_records.py) on the shared synthetic records and on
 digits, clean and damaged; what to expect is computed here from the records (protobuf),
 manifest.json and the framing (tests/damaged_data.py)."""
 
 import json
 import os
 
-from datasets.checks import record_check
-from datasets.checks.record_check import VerifyConfig
+from datasets.checks import verify_records
+from datasets.checks.verify_records import VerifyConfig
 from tests import damaged_data, video_testdata
 from tf_compat import tf
 
@@ -18,14 +18,14 @@ def _manifest(directory):
 
 def test_clean_records_verify(tmp_path_factory):
   directory = video_testdata.converted(tmp_path_factory, 'rgb')
-  result = record_check.verify_dataset(VerifyConfig(dataset_dir=directory,
+  result = verify_records.verify_dataset(VerifyConfig(dataset_dir=directory,
                                                     num_parallel_calls=2))
   contents = _manifest(directory)['shard_contents']
   assert not result.damaged and not result.missing
   assert sorted(os.path.basename(s.path) for s in result.shards) == sorted(contents)
   assert sum(s.frames for s in result.shards) == sum(
       v['frames'] for shard in contents.values() for v in shard['videos'])
-  assert record_check.report_lines(result)[-1].endswith('every record reads and decodes')
+  assert verify_records.report_lines(result)[-1].endswith('every record reads and decodes')
 
 
 def _no_record_there(path, video, chunk):
@@ -48,7 +48,7 @@ def test_a_shard_or_index_cut_between_records_is_found(tmp_path_factory, tmp_pat
   videos = len(damaged_data.index_entries(cut_index))
   index_records = damaged_data.record_offsets(cut_index + '.index')
   damaged_data.truncate(cut_index + '.index', index_records[-1][0])
-  result = record_check.verify_dataset(VerifyConfig(dataset_dir=directory, splits=('test',),
+  result = verify_records.verify_dataset(VerifyConfig(dataset_dir=directory, splits=('test',),
                                                     decode=False))
   problems = {shard.path: shard.problems for shard in result.damaged}
   assert problems == {
@@ -66,11 +66,11 @@ def test_damaged_images_get_the_image_conversion_command(digits_dir, tmp_path):
   damaged_data.break_image(broken, 7)
   offset, _ = damaged_data.record_offsets(flipped)[2]
   damaged_data.flip_byte(flipped, offset + 12 + 3)
-  result = record_check.verify_dataset(VerifyConfig(dataset_dir=directory, splits=('test',),
+  result = verify_records.verify_dataset(VerifyConfig(dataset_dir=directory, splits=('test',),
                                                     num_parallel_calls=2))
   command = ('python -m datasets.convert_images --dataset_name=digits --num_shards=4 '
              '--output_dir=%s' % directory)
-  assert record_check.report_lines(result) == [
+  assert verify_records.report_lines(result) == [
       'damaged: %s: record 7: the image does not decode' % broken,
       '  rebuild: %s' % command,
       'damaged: %s: corrupted: record 2 at byte %d fails its data CRC; holds 89 readable '
@@ -86,7 +86,7 @@ def test_format_1_records_parse_as_whole_videos(tmp_path):
   directory = str(tmp_path / 'old')
   frames = video_testdata.write_format1_dataset(directory)
   with open(os.path.join(directory, 'dataset_info.json')) as handle:
-    parse, _, _ = record_check.record_parser(json.load(handle))
+    parse, _, _ = verify_records.record_parser(json.load(handle))
   seen = {}
   for name in sorted(os.listdir(directory)):
     if name.startswith(('train-', 'test-')):

@@ -1,6 +1,6 @@
 """The settings of one video conversion (`python -m datasets.convert_videos`'s flags).
 
-Kept apart from `video_conversion` because the converter's decoding workers start by
+Kept apart from `convert_videos` because the converter's decoding workers start by
 importing the tool's module again (multiprocessing's spawn), and that module imports this
 one: nothing here imports TensorFlow.
 """

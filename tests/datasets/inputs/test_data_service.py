@@ -1,4 +1,4 @@
-"""Tests for datasets/inputs/service_servers.py: each role's flags checked before a server
+"""Tests for datasets/inputs/data_service.py: each role's flags checked before a server
 starts (one ConfigError line naming the flag), and `python -m datasets.data_service` on a
 user mistake: one `error:` line, exit status 2 (its serving and SIGTERM are exercised by
 tests/datasets/inputs/test_service_client.py and tests/training/test_train_data_service.py)."""
@@ -12,7 +12,7 @@ import pytest
 
 from core.errors import USAGE
 from core.params import ConfigError
-from datasets.inputs.service_servers import ServerConfig, check_server_config, with_addressing
+from datasets.inputs.data_service import ServerConfig, check_server_config, with_addressing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))

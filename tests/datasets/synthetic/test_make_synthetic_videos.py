@@ -1,4 +1,4 @@
-"""Tests of datasets/synthetic/motion_videos.py: layout, lists, decodability, motion-only labels."""
+"""Tests of datasets/synthetic/make_synthetic_videos.py: layout, lists, decodability, motion-only labels."""
 
 import itertools
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.params import ConfigError
-from datasets.synthetic.motion_videos import (DIRECTIONS, SyntheticVideosConfig,
+from datasets.synthetic.make_synthetic_videos import (DIRECTIONS, SyntheticVideosConfig,
                                                make_synthetic_videos, write_synthetic_videos)
 from datasets.conversion.video_decode import decode_video
 

@@ -12,7 +12,7 @@ import pytest
 
 from core.errors import DataError
 from datasets.formats import damaged_shards
-from datasets.conversion.media_sequence_export import (MediaSequenceExport,
+from datasets.conversion.export_media_sequence import (MediaSequenceExport,
                                                        export_media_sequence)
 from tests import damaged_data, video_testdata as vt
 from tf_compat import tf
