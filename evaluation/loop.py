@@ -7,8 +7,8 @@ images and videos alike.
 The pipeline is the registered input's evaluation mode (`input_factory.get_input(kind)
 .eval_dataset`: every example once, in order, what does not decode reported in the
 batches); the checkpoint is restored by `checkpoints.restore.restore_inference`, the one
-restore of eval and export; progress lines come from `evaluation.progress`. What differs
-by kind is `logits_fn` (a clip's logits are averaged over its clips) and the scoring the
+restore of eval and export; progress lines come from `evaluation.split_progress`. What
+differs by kind is `logits_fn` (a clip's logits are averaged over its clips) and the scoring the
 caller does with the arrays (`image_eval`, `video_eval`).
 """
 
@@ -21,7 +21,7 @@ from core.params import ConfigError
 from datasets.formats import damaged_shards
 from datasets.inputs import input_factory
 from deployment.session.session_config import session_config_for
-from evaluation.progress import SplitProgress, expected_examples
+from evaluation.split_progress import SplitProgress, expected_examples
 from resolve.network import build_network
 from tf_compat import tf
 

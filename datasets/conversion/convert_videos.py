@@ -30,7 +30,7 @@ import sys
 from core.errors import DataError
 from datasets import dataset_factory
 from datasets.conversion import shard_sources, video_shards
-from datasets.conversion.progress import Progress
+from datasets.conversion.conversion_progress import Progress
 from datasets.conversion.timed_pool import TaskFailed, TaskTimeout, run_tasks
 from datasets.conversion.convert_videos_config import VideoConversion
 from datasets.conversion.video_frames import VideoTask, process_video

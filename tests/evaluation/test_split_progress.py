@@ -1,10 +1,11 @@
-"""evaluation.progress: the lines a user follows an evaluation by, with a clock of our own."""
+"""evaluation.split_progress: the lines a user follows an evaluation by, with a clock of our
+own."""
 
 import logging
 
 import pytest
 
-from evaluation.progress import SplitProgress, expected_examples
+from evaluation.split_progress import SplitProgress, expected_examples
 
 
 class Clock:

@@ -1,8 +1,9 @@
-"""Tests of datasets/conversion/progress.py: lines in a log when stderr is no terminal."""
+"""Tests of datasets/conversion/conversion_progress.py: lines in a log when stderr is no
+terminal."""
 
 import io
 
-from datasets.conversion.progress import Progress
+from datasets.conversion.conversion_progress import Progress
 
 
 class Clock:
