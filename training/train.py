@@ -1,7 +1,7 @@
 """`train(config)`: the whole training job, from a checked TrainConfig to a checkpoint.
 
 Wiring only: the input of the dataset's kind from `datasets.inputs.input_factory` (built on
-`inputs_device()`, each batch finished on its clone), the network from
+`inputs_device()`, each batch finished on its clone: `training.train_input`), the network from
 `nets/`, clones and the train op from `deployment.model_deploy.deploy` (through
 `deployment.accumulation.deploy`, which adds --num_micro_batches), and the loop is
 `training.session_loop.supervised_train` (slim.learning.train's Supervisor loop, kept here
@@ -24,16 +24,15 @@ from deployment.session.precision_options import uses_loss_scale
 from deployment.session.session_config import make_session_config
 from tf_compat import tf, slim
 from checkpoints import paths, restore
-from core.errors import DataError
 from datasets.formats import damaged_shards
-from datasets.inputs.service_client import DataWorkers, naming_service_errors
+from datasets.inputs.service_client import naming_service_errors
 from resolve.network import build_network
 from training import (cluster_agreement, divergence, optimization, precise_bn,
-                      repeatability, run_record, start_lines, summaries, summary_gate)
+                      repeatability, run_record, start_lines, summaries, summary_gate,
+                      train_input)
 from training.cadence import Cadence
 from training.draws import Draws
 from training.example_ids import ExampleIds
-from training.input_position import INPUT_POSITION, InputPosition
 from training.progress import ClusterReading, InputWatch, ProgressLines, ProgressStep, \
     SummaryWriting
 from training.loop_parts import ClusterRole, LoopGraph, LoopHooks, Saving
@@ -59,47 +58,9 @@ TrainGraph = collections.namedtuple(
                    'skips', 'precise_bn', 'agreement', 'data_workers', 'stop_vote'])
 
 
-def _skip_counter(setup):
-  """The input's SkipCounter (None if it skips nothing): this worker may skip the clips of
-  up to --max_damaged_fraction of the videos it reads per epoch (its share of the split)."""
-  config = setup.config
-  videos = setup.dataset.num_samples / config.worker_replicas
-  return setup.input.skip_counter(int(config.max_damaged_fraction * videos))
-
-
-def _input_iterator(setup, skips):
-  """One iterator of per-clone batches on the worker's CPU; each clone draws its own,
-  timed inside the iterator (summaries.InputWait.timed).
-
-  Workers read disjoint shard files (InputSettings.shard_index = task), or with
-  --data_service_address the batches the tf.data service's data workers make. The
-  chief's local iterator is saved with its checkpoints (training.input_position).
-  """
-  with tf.device(setup.deploy_config.inputs_device()):
-    dataset = setup.input.dataset(setup.dataset, setup.input_settings, skips=skips)
-    iterator = tf.data.make_one_shot_iterator(summaries.InputWait.timed(dataset))
-    if (setup.config.is_chief and setup.config.save_input_position
-        and setup.input_settings.service is None):
-      tf.add_to_collection(INPUT_POSITION, InputPosition(iterator, setup.input_settings,
-                                                         setup.dataset))
-    return iterator
-
-
 def _network_fn(setup):
   """The network, computing in --mixed_precision (float32 inputs, logits, variables)."""
   return build_network(setup.network)
-
-
-def _clone_inputs(setup, iterator, input_wait, draws):
-  """-> (inputs, labels) of one clone: a batch drawn (and timed) on the input device, in
-  the step's order (training.draws), finished by its input on the clone's device (video
-  clips are scaled and mirrored there), with the input's summaries of what the model
-  sees."""
-  with tf.device(setup.deploy_config.inputs_device()):
-    batch = draws.draw(input_wait, iterator)
-  inputs, labels = setup.input.finish(batch, setup.dataset)
-  setup.input.summarize(inputs, labels, setup.dataset, setup.input_settings)
-  return inputs, labels
 
 
 def _make_clone_fn(setup, iterator, network_fn, input_wait, draws):
@@ -107,7 +68,7 @@ def _make_clone_fn(setup, iterator, network_fn, input_wait, draws):
   config = setup.config
 
   def clone_fn():
-    inputs, labels = _clone_inputs(setup, iterator, input_wait, draws)
+    inputs, labels = train_input.clone_inputs(setup, iterator, input_wait, draws)
     # --xla compiles the network, the loss and (inheriting the scope) their gradients.
     with xla.jit_scope(config.xla):
       logits, end_points = network_fn(inputs)
@@ -226,6 +187,31 @@ def _progress_scalars(loss_scale):
           ('loss_scale/skipped_steps', 'skipped (overflow)', loss_scale.skipped_steps))
 
 
+def _deploy(setup, clone_fn, optimizer, moving_average):
+  """The clones and their train op (accumulation.deploy: --num_micro_batches); a
+  synchronous optimizer applies the moving average itself."""
+  config = setup.config
+  # Variables exist only once the clones are built: scopes are resolved then.
+  variables_to_train = None
+  if config.trainable_scopes:
+    variables_to_train = lambda: _variables_to_train(config)
+  return accumulation.deploy(
+      setup.deploy_config, clone_fn, num_micro_batches=config.num_micro_batches,
+      optimizer=optimizer, summarize_gradients=config.summarize_gradients,
+      clip_gradient_norm=config.clip_gradient_norm,
+      variables_to_train=variables_to_train,
+      moving_average=None if config.sync_replicas else moving_average)
+
+
+def _with_variable_histograms(deploy_config, summary_op):
+  """`summary_op` merged with a histogram of every model variable."""
+  with tf.device(deploy_config.summary_device()):
+    # A scope of their own keeps the tags equal to the variable names (no '_1' suffix).
+    histograms = [tf.summary.histogram('model_variables/' + v.op.name, v)
+                  for v in slim.get_model_variables()]
+    return tf.summary.merge([summary_op] + histograms)
+
+
 def build_training_graph(setup):
   """Builds inputs, clones, losses, optimizer and summaries in the default graph."""
   config = setup.config
@@ -242,28 +228,15 @@ def build_training_graph(setup):
   stats = _worker_stats(config, global_step)
   optimizer, learning_rate, loss_scale = _optimizer(setup, global_step,
                                                     moving_average, stats)
-  skips = _skip_counter(setup)
-  iterator = _input_iterator(setup, skips)
+  skips = train_input.skip_counter(setup)
+  iterator = train_input.input_iterator(setup, skips)
   input_wait = summaries.InputWait()
   draws = Draws(config.num_clones, ExampleIds(config.train_dir)
                 if setup.input_settings.with_ids else None)
   clone_fn = _make_clone_fn(setup, iterator, _network_fn(setup), input_wait, draws)
-  # Variables exist only once the clones are built: scopes are resolved then.
-  variables_to_train = None
-  if config.trainable_scopes:
-    variables_to_train = lambda: _variables_to_train(config)
-  deployed = accumulation.deploy(
-      deploy_config, clone_fn, num_micro_batches=config.num_micro_batches,
-      optimizer=_deploy_optimizer(config, optimizer, loss_scale),
-      summarize_gradients=config.summarize_gradients,
-      clip_gradient_norm=config.clip_gradient_norm,
-      variables_to_train=variables_to_train,
-      moving_average=None if config.sync_replicas else moving_average)
-  with tf.device(deploy_config.summary_device()):
-    # A scope of their own keeps the tags equal to the variable names (no '_1' suffix).
-    histograms = [tf.summary.histogram('model_variables/' + v.op.name, v)
-                  for v in slim.get_model_variables()]
-    summary_op = tf.summary.merge([deployed.summary_op] + histograms)
+  deployed = _deploy(setup, clone_fn, _deploy_optimizer(config, optimizer, loss_scale),
+                     moving_average)
+  summary_op = _with_variable_histograms(deploy_config, deployed.summary_op)
   train_op = input_wait.wrap(deployed.train_op)  # creates input_wait.total
   if draws.example_ids is not None:
     train_op = draws.example_ids.wrap(train_op, global_step)
@@ -279,24 +252,8 @@ def build_training_graph(setup):
   return TrainGraph(train_op, gated, global_step, optimizer,
                     _fine_tune_init_fn(setup), learning_rate, input_wait.total,
                     stats, scalars, skips, precise,
-                    _agreement(setup), _data_workers(setup),
+                    _agreement(setup), train_input.data_workers(setup),
                     replicated.StopVote(deploy_config) if _owns_model(config) else None)
-
-
-def _data_workers(setup):
-  """The tf.data service's data workers as the dispatcher lists them, or None (local
-  input); the start-up line names them."""
-  service = setup.input_settings.service
-  if service is None:
-    return None
-  workers = DataWorkers(service.address)
-  listed = workers.list()
-  logging.info('Input: batches from the tf.data service at %s (%s sharding, job %r); data '
-               'workers: %s', service.address, service.sharding, service.job_name,
-               'the dispatcher does not answer' if listed is None
-               else ', '.join(listed) or 'none yet')
-  workers.changes()  # What later lines compare with.
-  return workers
 
 
 def _cluster_progress(config, stats):
@@ -311,23 +268,6 @@ def _loop_timeouts(config):
                       startup_timeout_secs=config.startup_timeout_secs,
                       step_timeout_secs=config.step_timeout_secs,
                       stop_grace_secs=config.stop_grace_secs)
-
-
-def _too_many_damaged(setup, skips):
-  """The one line that ends a run whose damaged videos passed --max_damaged_fraction."""
-  config = setup.config
-  damaged = skips.damaged()
-  video_id, (shard, frames, total) = sorted(damaged.items())[0]
-  return DataError(
-      '%d video%s of %s/%s %s frames that do not decode (%d clips skipped), more than '
-      '--max_damaged_fraction=%g allows (%d of the %d videos this worker reads); e.g. %s in '
-      '%s (frame %d of %d); python -m datasets.verify_records --dataset_dir=%s lists every '
-      'damaged shard with the command that rebuilds it' % (
-          len(damaged), '' if len(damaged) == 1 else 's', config.dataset_name,
-          config.dataset_split_name, 'has' if len(damaged) == 1 else 'have', skips.skipped_clips,
-          config.max_damaged_fraction, skips.limit,
-          round(setup.dataset.num_samples / config.worker_replicas), video_id, shard,
-          frames[0], total, setup.dataset.dataset_dir))
 
 
 def _finish_fn(graph, step_fn):
@@ -433,7 +373,7 @@ def train(config, stop_event=None, absent_tasks=None):
       finished = _run_loop(setup, graph, step_fn, stop_event, absent_tasks)
   _log_precise_bn_skipped(config, graph, finished)
   if step_fn.stopped_for_damage:
-    raise _too_many_damaged(setup, graph.skips)
+    raise train_input.too_many_damaged(setup, graph.skips)
   checkpoint = paths.latest_checkpoint(config.train_dir) if config.is_chief else None
   logging.info('Training done at global step %s; %s', step_fn.last_global_step,
                'checkpoint %s' % checkpoint if config.is_chief
