@@ -3,7 +3,7 @@
     python -m benchmarks.capacity                     # lenet, cifarnet, i3d
     python -m benchmarks.capacity --models=cifarnet --steps=40
 
-For each network, one real cluster (deployment.cluster.local_cluster: 2 ps tasks and 1 worker,
+For each network, one real cluster (deployment.cluster.launch_local: 2 ps tasks and 1 worker,
 the full trainer `train_image_classifier.py`, asynchronous) trains --warmup_steps +
 --steps steps in its own private network namespace, whose only interface is its
 loopback. Two measurements of the same traffic:
@@ -56,7 +56,7 @@ from absl import app, flags
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment.cluster import local_cluster
+from deployment.cluster import launch_local
 from deployment.cluster.netns import NamespaceUnavailable
 from resolve import names
 from tf_compat import tf
@@ -188,7 +188,7 @@ def measure(settings, model, data_dir, work_dir):
   train_dir = os.path.join(work_dir, 'train_' + model)
   command = [sys.executable, 'train_image_classifier.py'] + trainer_flags(
       settings, model, data_dir, train_dir)
-  cluster = local_cluster.LocalCluster(2, 1, command, os.path.join(train_dir, 'logs'),
+  cluster = launch_local.LocalCluster(2, 1, command, os.path.join(train_dir, 'logs'),
                                        isolation='namespace')
   start = time.time()
   with cluster:

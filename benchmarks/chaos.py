@@ -6,7 +6,7 @@
 
 Every task runs the real trainer (`train_image_classifier.py`, synchronous,
 `--replicas_to_aggregate` = workers - backup workers, `--sync_trace`) in one cluster on
-127.0.0.1 started with deployment.cluster.local_cluster's LocalCluster (what `python -m
+127.0.0.1 started with deployment.cluster.launch_local's LocalCluster (what `python -m
 deployment.launch_local` runs), in its private network namespace when this host allows
 one. Once the job has reached --first_kill_step, a driver kills random workers with
 SIGKILL, the chief among them (--chief_kills of the --kills), one every
@@ -50,7 +50,7 @@ from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
 from deployment import sync_replicas
-from deployment.cluster import local_cluster
+from deployment.cluster import launch_local
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE_FILE = 'sync_trace.tsv'  # training.train.SYNC_TRACE_FILE
@@ -70,7 +70,7 @@ class ChaosSettings:
   backup_workers: int = param(2, 'Workers beyond --replicas_to_aggregate: each update '
                               'takes workers - backup_workers gradients.')
   isolation: str = param('auto', 'As launch_local: one of %s.'
-                         % ', '.join(local_cluster.ISOLATIONS))
+                         % ', '.join(launch_local.ISOLATIONS))
   # Training.
   model_name: str = param('lenet', 'Network from the nets registry.')
   batch_size: int = param(16, 'Examples per worker step.')
@@ -125,9 +125,9 @@ def check_settings(settings):
     raise errors.ConfigError('--first_kill_step=%d is not accepted: use 1 to 90%% of '
                              '--max_number_of_steps=%d' % (settings.first_kill_step,
                                                            settings.max_number_of_steps))
-  if settings.isolation not in local_cluster.ISOLATIONS:
+  if settings.isolation not in launch_local.ISOLATIONS:
     raise errors.ConfigError('--isolation=%s is not accepted: use one of %s'
-                             % (settings.isolation, ', '.join(local_cluster.ISOLATIONS)))
+                             % (settings.isolation, ', '.join(launch_local.ISOLATIONS)))
   return settings
 
 
@@ -235,7 +235,7 @@ def unleash(cluster, settings, rng, start, deadline, say=print):
 def run_chaos(settings, dataset_dir, work_dir, say=print):
   """One chaos run in `work_dir` (train/ and logs/); returns its ChaosReport."""
   train_dir = os.path.join(work_dir, 'train')
-  cluster = local_cluster.LocalCluster(
+  cluster = launch_local.LocalCluster(
       settings.num_ps, settings.num_workers, trainer_command(settings, dataset_dir,
                                                              train_dir),
       os.path.join(work_dir, 'logs'), isolation=settings.isolation)

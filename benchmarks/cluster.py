@@ -60,7 +60,7 @@ from absl import app, flags
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
-from deployment.cluster import local_cluster
+from deployment.cluster import launch_local
 from resolve import names
 from training.doctor import rounds as harness
 
@@ -92,7 +92,7 @@ class ClusterSettings:
                                      'temporary directory.')
   work_dir: Optional[str] = param(None, 'Train and log directories; default: temporary.')
   isolation: str = param('auto', 'As launch_local: one of %s.'
-                         % ', '.join(local_cluster.ISOLATIONS))
+                         % ', '.join(launch_local.ISOLATIONS))
   timeout_secs: float = param(300.0, 'Every task\'s --startup_timeout_secs and '
                               '--step_timeout_secs: a run that stalls ends (exit 138) '
                               'instead of hanging.')
@@ -110,9 +110,9 @@ WORKER_RATE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = \S+ \(([\d.]+) exam
 def check_settings(settings):
   """Returns `settings` if the benchmark can run with them; else ConfigError naming the flag."""
   names.network_spec(settings.model_name)
-  if settings.isolation not in local_cluster.ISOLATIONS:
+  if settings.isolation not in launch_local.ISOLATIONS:
     raise errors.ConfigError('--isolation=%s is not accepted: use one of %s'
-                             % (settings.isolation, ', '.join(local_cluster.ISOLATIONS)))
+                             % (settings.isolation, ', '.join(launch_local.ISOLATIONS)))
   if settings.inter_op_threads < 0:
     raise errors.ConfigError('--inter_op_threads=%d is not accepted: use 0 (the runtime\'s '
                              'choice) or more' % settings.inter_op_threads)
@@ -276,7 +276,7 @@ def _run_clusters(settings, dataset_dir, work_dir, names_, worker_cores, mode):
           settings, dataset_dir, train_dir, len(cores), mode)
       env = ({'TF_NUM_INTEROP_THREADS': str(settings.inter_op_threads)}
              if settings.inter_op_threads else {})
-      cluster = stack.enter_context(local_cluster.LocalCluster(
+      cluster = stack.enter_context(launch_local.LocalCluster(
           0 if mode == 'allreduce' else 1, len(cores), command, os.path.join(train_dir, 'logs'),
           isolation=settings.isolation, env=env,
           cpu_affinity={'worker-%d' % i: [core] for i, core in enumerate(cores)}))

@@ -19,7 +19,7 @@ Every task runs the command after `--` plus its place in the cluster (`--ps_host
 one log, `<task_log_dir>/<job>-<index>.log` (default task_log_dir: runs/launch_local); the
 start-up line says where, and what each task runs. The tasks run in a private network
 namespace when this host allows one (`--isolation`). The work is in
-deployment/cluster/local_cluster.py.
+deployment/cluster/launch_local.py.
 
 The launcher forwards Ctrl-C and SIGTERM (workers first, then parameter servers), stops
 every process it started when any task fails or when it ends. A second Ctrl-C kills at
@@ -35,8 +35,8 @@ from absl import app
 
 from core.errors import EXPECTED, report
 from core.params import config_from_flags, define_flags, parse_flags
-from deployment.cluster import local_cluster
-from deployment.cluster.local_cluster import LaunchConfig
+from deployment.cluster import launch_local
+from deployment.cluster.launch_local import LaunchConfig
 
 define_flags(LaunchConfig)
 
@@ -45,7 +45,7 @@ def main(argv):
   try:
     config = config_from_flags(LaunchConfig)
     # Not positional leftovers: argv[1:] is the command after `--`, which every task runs.
-    return local_cluster.launch(config, argv[1:])
+    return launch_local.launch(config, argv[1:])
   except EXPECTED as error:
     return report(error)
 

@@ -1,6 +1,6 @@
 """Helpers for the multi-process cluster tests: commands, waiting on logs, reading results.
 
-Every cluster test starts real processes on 127.0.0.1 (deployment.cluster.local_cluster's
+Every cluster test starts real processes on 127.0.0.1 (deployment.cluster.launch_local's
 LocalCluster, one log per task) and kills them all in `finally` (LocalCluster is a
 context manager). Timeouts are short: a missing task is detected in seconds, not the
 defaults' minutes.

@@ -68,7 +68,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRELOAD = ['tests.prestarted_server', 'tf_compat', 'tests.prestarted', 'training.train',
            'training.doctor.diagnosis', 'evaluation.run', 'serving.export_model',
            'serving.predict_video',
-           'deployment.cluster.local_cluster', 'datasets.inputs.service_client',
+           'deployment.cluster.launch_local', 'datasets.inputs.service_client',
            'datasets.conversion.convert_images', 'nets.nets_factory']
 
 # Read while the preloaded modules are imported or by the interpreter as it starts.

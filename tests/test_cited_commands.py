@@ -18,7 +18,7 @@ from datasets.conversion.migrate_video_records import RecordMigration
 from datasets.conversion.convert_videos_config import VideoConversion
 from datasets.inputs.data_service import ServerConfig
 from datasets.synthetic.make_synthetic_videos import SyntheticVideosConfig
-from deployment.cluster.local_cluster import LaunchConfig
+from deployment.cluster.launch_local import LaunchConfig
 from nets.inflation import InflateConfig
 from training.config import TrainConfig
 

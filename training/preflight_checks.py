@@ -17,7 +17,7 @@ file. Without --job_name the cluster is seen as its chief sees it. Each result i
 import dataclasses
 
 from core import errors
-from deployment.cluster import local_cluster, preflight, slurm_env
+from deployment.cluster import launch_local, preflight, slurm_env
 from tf_compat import tf
 from training import lifecycle
 from training import setup as train_setup
@@ -53,13 +53,13 @@ def _flag_text(value):
 def _launch_local(config, planned):
   """`config` with the flags deployment.launch_local appends to its chief's command
   (placeholder ports: the launcher picks free ones), after the launcher's own checks."""
-  owned = local_cluster.ADDRESSING_FLAGS + (local_cluster.SERVICE_FLAG,)
+  owned = launch_local.ADDRESSING_FLAGS + (launch_local.SERVICE_FLAG,)
   command = ['train_image_classifier.py'] + ['--%s=%s' % (name, _flag_text(
       getattr(config, name))) for name in owned if getattr(config, name)]
   try:
-    local_cluster._check(  # pylint: disable=protected-access  (the launcher's rules)
+    launch_local._check(  # pylint: disable=protected-access  (the launcher's rules)
         planned.launch_local_ps, planned.launch_local_workers, command,
-        local_cluster.DEFAULT_LOG_DIR, 'auto', 'flags', planned.launch_local_data_workers)
+        launch_local.DEFAULT_LOG_DIR, 'auto', 'flags', planned.launch_local_data_workers)
   except errors.ConfigError as error:
     raise errors.ConfigError('the launch_local job (--launch_local_*): %s' % error) from None
   hosts = ['127.0.0.1:%d' % (port + 1) for port in range(

@@ -1,4 +1,4 @@
-"""deployment.launch_local and deployment.cluster.local_cluster: whole clusters on 127.0.0.1, real
+"""deployment.launch_local and deployment.cluster.launch_local: whole clusters on 127.0.0.1, real
 processes, one log per task.
 
 The numerical test compares 2 synchronous workers of per-worker batch b with ONE worker
@@ -56,7 +56,7 @@ from datasets.conversion import shard_writer
 from datasets.formats import image_records
 from deployment import sync_replicas
 from deployment.cluster import task_spec
-from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
@@ -603,7 +603,7 @@ def test_tasks_do_not_outlive_a_killed_launcher(tmp_path):
   (tmp_path / 'ready').mkdir()
   launcher = subprocess.Popen([sys.executable, '-c', (
       'import sys, time; sys.path.insert(0, %r)\n'
-      'from deployment.cluster.local_cluster import LocalCluster\n'
+      'from deployment.cluster.launch_local import LocalCluster\n'
       'command = [sys.executable, %r, "--ready_dir=%s", "--num_tasks=2"]\n'
       'cluster = LocalCluster(1, 1, command, %r, isolation="none").start()\n'
       'print(" ".join(str(t.process.pid) for t in cluster.tasks), flush=True)\n'

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster.launch_local import LocalCluster
 from training import cluster_agreement
 from tests.cluster_tasks import (assert_clean_log, error_lines, log_text, steps, train_flags,
                                  trainer, WAIT_SECS)

@@ -1,6 +1,6 @@
 """The failure matrix of docs/cluster.md, each row with real processes on 127.0.0.1.
 
-Every test starts its tasks with deployment.cluster.local_cluster.LocalCluster (one log per task)
+Every test starts its tasks with deployment.cluster.launch_local.LocalCluster (one log per task)
 and kills them all on the way out. A kill is SIGKILL: the task gets no chance to clean up.
 """
 
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster.launch_local import LocalCluster
 from tf_compat import tf
 from tests.cluster_tasks import (ROOT, TRAIN_SCRIPT, assert_clean_log, checkpoint_steps,
                                  error_lines, last_start, log_text, ready_steps, steps,

@@ -4,7 +4,7 @@ dispatcher and data workers, each `python -m datasets.data_service`).
   * a single-process `python train_image_classifier.py` run (LeNet on digits) whose only
     data worker is killed: one `error:` line and status 138 after --step_timeout_secs,
     not a hang (a lost worker among others and a restarted dispatcher, in a cluster:
-    tests/deployment/cluster/test_local_cluster_data_service.py); before it, files sharding
+    tests/deployment/cluster/test_launch_local_data_service.py); before it, files sharding
     against that dispatcher (no fixed worker list) is one ConfigError line;
   * damaged video frames skipped on the data workers reach the trainer's log (the video
     named once) and TensorBoard (the counts), as they do without the service.

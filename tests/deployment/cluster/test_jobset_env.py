@@ -17,7 +17,7 @@ import pytest
 
 from deployment.cluster import addressing, jobset_env
 from deployment.cluster.task_spec import ClusterError
-from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster.launch_local import LocalCluster
 from deployment.cluster.netns import NamespaceUnavailable, PrivateNetwork
 from tests.data_service import READY, wait_for as wait_until
 from tests import jobset_pods

@@ -57,7 +57,7 @@ ADDRESSING_FLAGS = ('ps_hosts', 'worker_hosts', 'job_name', 'task_index')
 SERVICE_FLAG = 'data_service_address'  # Given to the training tasks with a data service.
 SERVICE_JOBS = ('dispatcher', 'data_worker')
 MAX_SERVICE_RESTARTS = 3
-# The repository root, three levels above deployment/cluster/local_cluster.py, on the service
+# The repository root, three levels above deployment/cluster/launch_local.py, on the service
 # tasks' path for `-m datasets...`.
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ISOLATIONS = ('auto', 'namespace', 'none')

@@ -1,4 +1,4 @@
-"""deployment.cluster.local_cluster with a tf.data service (--num_data_workers): the dispatcher and
+"""deployment.cluster.launch_local with a tf.data service (--num_data_workers): the dispatcher and
 data workers start first as `python -m datasets.data_service` commands, the training tasks
 get --data_service_address, a data worker or dispatcher that dies is restarted on its port
 (the dispatcher with its journal), past its restarts a data worker is one line, the last
@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from deployment.cluster import local_cluster
-from deployment.cluster.local_cluster import LocalCluster
+from deployment.cluster import launch_local
+from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import last_start, log_text, steps, train_flags, trainer, wait_for
 
 
@@ -101,7 +101,7 @@ def test_when_no_data_worker_is_left_the_chief_ends_in_one_line(digits_dir, tmp_
                                                                  capsys, monkeypatch):
   """Past their restarts (none here) both data workers are lost: the chief ends after
   --step_timeout_secs with one line and 138, and so does the job."""
-  monkeypatch.setattr(local_cluster, 'MAX_SERVICE_RESTARTS', 0)
+  monkeypatch.setattr(launch_local, 'MAX_SERVICE_RESTARTS', 0)
   status, cluster = _run_killing(digits_dir, tmp_path, 100000,
                                  ['data_worker-0', 'data_worker-1'])
   out = capsys.readouterr().out
