@@ -18,7 +18,8 @@ from PIL import Image
 from datasets.conversion import video_shards
 from datasets.formats import converted_data
 from deployment.cluster import preflight
-from training import lifecycle, optimization
+from deployment.session.gpu_options import check_gpu_options
+from training import lifecycle, optimization, optimizer_checks
 from training import setup as train_setup
 from training.config import TrainConfig
 from core.params import config_from_flags, define_flags
@@ -79,7 +80,8 @@ def test_the_recipe_is_synchronous_over_all_ten_at_the_single_gpu_schedule_in_ep
                                        '--task_index=3')).config
   single = parse('--flagfile=' + SINGLE_GPU)
   for check in (train_setup._check_positive_ints, train_setup._check_replicas,  # pylint: disable=protected-access
-                train_setup._check_optimizer, train_setup._check_learning_rate):  # pylint: disable=protected-access
+                optimizer_checks.check_optimizer, check_gpu_options,
+                optimizer_checks.check_learning_rate):
     check(config)
   assert config.sync_replicas and config.replicas_to_aggregate == 10
   batch = optimization.global_batch_size(config)

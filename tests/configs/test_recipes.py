@@ -15,6 +15,8 @@ from absl import flags
 from nets import nets_factory
 from training.config import TrainConfig
 from core.params import config_from_flags, define_flags
+from deployment.session.gpu_options import check_gpu_options
+from training import optimizer_checks
 from training import setup as train_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,8 +51,9 @@ def test_recipes_exist():
 def test_recipe_parses_and_passes_the_rules_that_need_no_data(path):
   config = parse(path)
   train_setup._check_positive_ints(config)  # pylint: disable=protected-access
-  train_setup._check_optimizer(config)  # pylint: disable=protected-access
-  train_setup._check_learning_rate(config)  # pylint: disable=protected-access
+  optimizer_checks.check_optimizer(config)
+  check_gpu_options(config)
+  optimizer_checks.check_learning_rate(config)
   train_setup._check_freeze_batch_norm(  # pylint: disable=protected-access
       config, nets_factory.get_network_spec(config.model_name))
   with open(path) as handle:
