@@ -37,7 +37,8 @@ what two workers could reach here with no runtime between them, so
 core i, the same model, batch and steps per worker; every worker runs every global step,
 so a global step holds both workers' batches, as a synchronous one does (the `allreduce_*`
 summaries: against 1 worker, the 2-worker ps job of the same run and the two jobs).
-Prints one JSON line per run and the summaries. Run from the repository root. Exit
+Prints one JSON line per run and the summaries; what it reads from a run (the chief's log,
+/proc) is benchmarks/cluster_readings.py. Run from the repository root. Exit
 status: 0 done, 2 bad flags (one `error:` line).
 """
 
@@ -47,7 +48,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -57,6 +57,7 @@ from typing import Optional
 
 from absl import app, flags
 
+from benchmarks import cluster_readings as readings
 from core import errors
 from core.params import (config_from_flags, define_flags, param, parse_flags,
                          reject_positional_arguments)
@@ -103,8 +104,6 @@ class ClusterSettings:
 
 FLAGS = flags.FLAGS  # Defined when run as a program (tests import the module).
 
-LINE = re.compile(r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+)(?: of \d+)?: loss = ', re.M)
-WORKER_RATE = re.compile(r'\] step (\d+)(?: of \d+)?: loss = \S+ \(([\d.]+) examples/sec', re.M)
 
 
 def check_settings(settings):
@@ -123,75 +122,6 @@ def check_settings(settings):
     raise errors.ConfigError('--rounds=%d is not accepted: use 1 or more (the summary is '
                              'a median over rounds)' % settings.rounds)
   return settings
-
-
-def _chief_timeline(text):
-  """[(seconds, global step)] of the chief's progress lines, across midnight."""
-  timeline, offset, previous = [], 0.0, None
-  for hours, minutes, seconds, step in LINE.findall(text):
-    t = int(hours) * 3600 + int(minutes) * 60 + float(seconds) + offset
-    if previous is not None and t < previous:
-      offset += 86400
-      t += 86400
-    timeline.append((t, int(step)))
-    previous = t
-  return timeline
-
-
-def _job_window(text, warmup_steps):
-  """((t0, s0), (t1, s1)): the chief's first progress line after warm-up and its last,
-  in seconds since the local midnight of its first line, and their global steps."""
-  points = [(t, s) for t, s in _chief_timeline(text) if s >= warmup_steps]
-  if len(points) < 2:
-    raise RuntimeError('too few progress lines after warm-up in the chief log')
-  return points[0], points[-1]
-
-
-class CpuSampler:
-  """Samples every task's CPU seconds (utime + stime of /proc/<pid>/stat: all its
-  threads) every `period` seconds in a thread, so the CPU a task spent between two
-  moments of the chief's log is known (`between`). launch_local's namespace wrapper
-  (nsenter) execs the command, so a task's pid is its trainer's."""
-
-  def __init__(self, cluster, period=0.25):
-    self._cluster, self._period = cluster, period
-    self._samples = []  # (seconds since the local midnight of the start, {name: cpu})
-    self._midnight = datetime.datetime.combine(datetime.date.today(),
-                                               datetime.time()).timestamp()
-    self._stop = threading.Event()
-    self._thread = threading.Thread(target=self._run, daemon=True)
-
-  def __enter__(self):
-    self._thread.start()
-    return self
-
-  def __exit__(self, *exc_info):
-    self._stop.set()
-    self._thread.join()
-
-  def _run(self):
-    ticks = os.sysconf('SC_CLK_TCK')
-    while not self._stop.wait(self._period):
-      cpu = {}
-      for task in self._cluster.tasks:
-        try:
-          with open('/proc/%d/stat' % task.process.pid) as stat:
-            fields = stat.read().rsplit(')', 1)[1].split()
-          cpu[task.name] = (int(fields[11]) + int(fields[12])) / ticks
-        except (AttributeError, OSError, IndexError, ValueError):
-          continue
-      self._samples.append((time.time() - self._midnight, cpu))
-
-  def between(self, name, t0, t1):
-    """CPU seconds task `name` spent from t0 to t1 (seconds since that midnight)."""
-    return self._at(name, t1) - self._at(name, t0)
-
-  def _at(self, name, when):
-    points = [(t, cpu[name]) for t, cpu in self._samples if name in cpu]
-    before = [p for p in points if p[0] <= when][-1:] or points[:1]
-    after = [p for p in points if p[0] >= when][:1] or points[-1:]
-    (ta, ca), (tb, cb) = before[0], after[0]
-    return ca if tb <= ta else ca + (cb - ca) * (when - ta) / (tb - ta)
 
 
 def mode_of(settings, allreduce=False):
@@ -228,31 +158,17 @@ def _train_flags(settings, dataset_dir, train_dir, num_workers, mode=None):
   return flags_
 
 
-def _busy_cpu_secs():
-  """CPU seconds spent by every process on the machine since boot (/proc/stat)."""
-  with open('/proc/stat') as stat:
-    fields = [int(v) for v in stat.readline().split()[1:]]
-  idle = fields[3] + fields[4]   # idle + iowait
-  return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
-
-
-def _own_cpu_secs():
-  """CPU seconds of this process and its waited-for children (the cluster's tasks)."""
-  times = os.times()
-  return times.user + times.system + times.children_user + times.children_system
-
-
 def run(settings, num_workers, dataset_dir, work_dir, name, allreduce=False):
   """One cluster run (with one ps, or without when `allreduce`); returns its JSON record.
 
   `other_cores`: CPU used meanwhile by processes outside this benchmark, in cores
   (the machine's busy time minus ours, over the run's wall time).
   """
-  start, busy, own = time.time(), _busy_cpu_secs(), _own_cpu_secs()
+  start, busy, own = time.time(), readings.busy_cpu_secs(), readings.own_cpu_secs()
   record = _run_cluster(settings, num_workers, dataset_dir, work_dir, name,
                         mode_of(settings, allreduce))
   elapsed = time.time() - start
-  other = (_busy_cpu_secs() - busy) - (_own_cpu_secs() - own)
+  other = (readings.busy_cpu_secs() - busy) - (readings.own_cpu_secs() - own)
   record['other_cores'] = round(max(0.0, other) / elapsed, 2)
   return record
 
@@ -280,7 +196,7 @@ def _run_clusters(settings, dataset_dir, work_dir, names_, worker_cores, mode):
           0 if mode == 'allreduce' else 1, len(cores), command, os.path.join(train_dir, 'logs'),
           isolation=settings.isolation, env=env,
           cpu_affinity={'worker-%d' % i: [core] for i, core in enumerate(cores)}))
-      clusters.append((cluster, stack.enter_context(CpuSampler(cluster))))
+      clusters.append((cluster, stack.enter_context(readings.CpuSampler(cluster))))
     statuses = [None] * len(clusters)
     def supervise(j):
       statuses[j] = clusters[j][0].supervise(lambda: False, grace_secs=60)
@@ -302,14 +218,14 @@ def _record(settings, name, cluster, sampler, status, mode):
   if status != 0:
     raise RuntimeError('%s: exit status %d\n%s' % (name, status, chief[-3000:]))
   per_step = examples_per_global_step(settings, mode, num_workers)
-  (t0, s0), (t1, s1) = _job_window(chief, settings.warmup_steps)
+  (t0, s0), (t1, s1) = readings.job_window(chief, settings.warmup_steps)
   rate, window = (s1 - s0) * per_step / (t1 - t0), t1 - t0
   cpu = {t.name: round(sampler.between(t.name, t0, t1) / (s1 - s0), 4)
          for t in cluster.tasks}
   workers = []
   for task in worker_tasks:
     with open(task.log_path) as log:
-      rates = [float(r) for s, r in WORKER_RATE.findall(log.read())
+      rates = [float(r) for s, r in readings.WORKER_RATE.findall(log.read())
                if int(s) >= settings.warmup_steps]
     workers.append(round(statistics.median(rates), 1) if rates else None)
   return {'run': name, 'workers': num_workers, 'mode': mode,
@@ -324,13 +240,13 @@ def run_two_jobs(settings, dataset_dir, work_dir, name):
   jobs at once, worker j pinned to core j (as the 2-worker run's workers are), sharing
   nothing but the machine. Returns one record: their summed examples/sec, each job's
   record under 'jobs', and `other_cores` as `run` measures it."""
-  start, busy, own = time.time(), _busy_cpu_secs(), _own_cpu_secs()
+  start, busy, own = time.time(), readings.busy_cpu_secs(), readings.own_cpu_secs()
   cores = os.cpu_count() or 1
   jobs = _run_clusters(settings, dataset_dir, work_dir,
                        ['%s_job%d' % (name, j) for j in range(2)], [[0], [1 % cores]],
                        mode_of(settings))
   elapsed = time.time() - start
-  other = (_busy_cpu_secs() - busy) - (_own_cpu_secs() - own)
+  other = (readings.busy_cpu_secs() - busy) - (readings.own_cpu_secs() - own)
   return {'run': name, 'workers': 'two jobs of 1',
           'job_examples_per_sec': round(sum(j['job_examples_per_sec'] for j in jobs), 1),
           'jobs': jobs, 'other_cores': round(max(0.0, other) / elapsed, 2)}
