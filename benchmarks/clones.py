@@ -44,6 +44,7 @@ from deployment import model_deploy
 from deployment.session.session_config import make_session_config
 from nets import nets_factory
 from resolve import names
+from resolve.network import NetworkSettings, build_network
 from tf_compat import tf
 from training.doctor import measure, rounds
 from training.doctor.settings import DoctorSettings
@@ -118,8 +119,8 @@ def component(settings, num_clones, seed=None, variable_update='parameter_server
     with tf.device(config.inputs_device()):
       dataset = tf.data.Dataset.from_tensors((images, labels)).repeat().prefetch(2)
       iterator = tf.data.make_one_shot_iterator(dataset)
-    network_fn = nets_factory.get_network_fn(settings.model_name, settings.num_classes,
-                                             is_training=True)
+    network_fn = build_network(NetworkSettings(settings.model_name, settings.num_classes,
+                                               is_training=True))
 
     def clone_fn():
       with tf.device(config.inputs_device()):
