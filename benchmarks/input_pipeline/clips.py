@@ -27,7 +27,7 @@ def training_graph(records_dir, settings, consumer=None):
   `fetch`, on /device:CPU:0; `consumer` as in clip_pipeline."""
   tf = tf_module()
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
-  from datasets.inputs import clip_input  # pylint: disable=import-outside-toplevel
+  from datasets.inputs import clip_decode, clip_input  # pylint: disable=import-outside-toplevel
   from datasets.inputs.input_settings import (  # pylint: disable=import-outside-toplevel
       InputSettings)
   split = dataset_factory.get_dataset('video_folder', 'train', records_dir)
@@ -40,7 +40,7 @@ def training_graph(records_dir, settings, consumer=None):
                                             is_training=True)
     batch = tf.data.make_one_shot_iterator(dataset).get_next()
     if consumer == 'cpu':
-      fetch = tf.reduce_sum(clip_input.finish_clips(batch[0], 'rgb', batch[2]))
+      fetch = tf.reduce_sum(clip_decode.finish_clips(batch[0], 'rgb', batch[2]))
     else:
       # One element: the whole batch is computed, nothing is copied out to Python.
       fetch = batch[0][0, 0, 0, 0, 0]
@@ -98,7 +98,7 @@ def _breakdown_steps(tf, shard, serialized, length, size):
   crop at (16, 58)."""
   # pylint: disable-next=import-outside-toplevel
   from datasets.formats import video_records
-  from datasets.inputs import clip_input, clip_reader  # pylint: disable=import-outside-toplevel
+  from datasets.inputs import clip_decode, clip_reader  # pylint: disable=import-outside-toplevel
   steps = {}
   video = video_records.parse_index_entry(serialized)
   indices = (3 + tf.range(length)) % tf.cast(video['frame_bounds'][-1], tf.int32)
@@ -107,14 +107,14 @@ def _breakdown_steps(tf, shard, serialized, length, size):
   chosen = tf.gather(frames, unique)
   steps['lib_read_select'] = tf.strings.length(chosen[0])
   offsets = lambda height, width: (tf.constant(16), tf.constant(58))
-  window, _ = clip_input.decode_and_crop_frames(chosen, 'rgb', size, offsets)
+  window, _ = clip_decode.decode_and_crop_frames(chosen, 'rgb', size, offsets)
   steps['lib_+decode_and_crop'] = window[0, 0, 0, 0]
   library = {}
   for flip in (False, True):
-    library[flip], _ = clip_input.decode_clip(frames, local, 'rgb', size, offsets,
-                                              tf.constant(flip))
+    library[flip], _ = clip_decode.decode_clip(frames, local, 'rgb', size, offsets,
+                                               tf.constant(flip))
     steps['lib_clip_%s' % ('flipped' if flip else 'not_flipped')] = library[flip][0, 0, 0, 0]
-  finished = clip_input.finish_clips(library[False][None], 'rgb', tf.constant([True]))
+  finished = clip_decode.finish_clips(library[False][None], 'rgb', tf.constant([True]))
   steps['consumer_finish_flipped'] = finished[0, 0, 0, 0, 0]
 
   # The decode before frames got a flag each (damaged_frames): one tf.map_fn over the
@@ -130,7 +130,7 @@ def _breakdown_steps(tf, shard, serialized, length, size):
   steps['alt_decode_loop'] = tf.while_loop(
       lambda i, _: i < length, loop_body, (tf.constant(0), tf.constant(0, tf.int64)),
       parallel_iterations=1)[1]
-  same = tf.reduce_all(tf.equal(finished, clip_input.finish_clips(library[True][None])))
+  same = tf.reduce_all(tf.equal(finished, clip_decode.finish_clips(library[True][None])))
   return steps, same
 
 

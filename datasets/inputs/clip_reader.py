@@ -10,7 +10,7 @@ only those, and returns their JPEGs with the indices renumbered into them:
     video = video_records.parse_index_entry(serialized)
     indices = (start + tf.range(64)) % video['frame_bounds'][-1]
     frames, local = read_frames(shard, video, indices, 'rgb')
-    clip = clip_input.decode_clip(frames, local, 'rgb', 224, offsets_fn)
+    clip = clip_decode.decode_clip(frames, local, 'rgb', 224, offsets_fn)
 
 Reads: the chosen chunks form runs of consecutive chunks (a training clip that wraps
 around the end of its video makes two); each run is one read of exactly its bytes, by

@@ -15,7 +15,7 @@ neither the trainer nor evaluation needs an `if video` anywhere:
             with `settings.service` the pipeline runs on the tf.data service's data
             workers (service_client) and only what reads it is built here;
   finish    what runs on the clone's device, once per batch drawn: images pass through;
-            clips are cast, scaled to [-1, 1] and mirrored there (`clip_input.finish_clips`),
+            clips are cast, scaled to [-1, 1] and mirrored there (`clip_decode.finish_clips`),
             so the input CPU only decodes. Returns (float32 inputs, int labels);
   summarize what the model sees, as TensorBoard images (a few per summary): the first
             images of the batch; for clips, frame montages (8 frames of each of the first
@@ -39,8 +39,8 @@ both modalities.
 import dataclasses
 
 from datasets.formats import dataset_split
-from datasets.inputs import (clip_input, damaged_frames, image_input, label_strip,
-                             service_client)
+from datasets.inputs import (clip_decode, clip_input, damaged_frames, image_input,
+                             label_strip, service_client)
 from datasets.inputs.input_settings import InputSettings
 from tf_compat import tf
 
@@ -115,7 +115,7 @@ class ClipInput:
 
   def finish(self, batch, split):
     clips, labels, flips = batch
-    return clip_input.finish_clips(clips, split.modality, flips), labels
+    return clip_decode.finish_clips(clips, split.modality, flips), labels
 
   def summarize(self, clips, labels, split, settings):
     """'input/clips': a montage per clip of the first MAX_SUMMARY_EXAMPLES, each under its

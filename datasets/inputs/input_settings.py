@@ -126,7 +126,7 @@ class InputSettings:
     seed: seeds file order, shuffles and random choices (training).
     prefetch_batches: batches prepared ahead of the consumer.
     deferred: clips: uint8 clips (and training's flip bits) for the consumer to finish
-      (`clip_input.finish_clips`) on its own device.
+      (`clip_decode.finish_clips`) on its own device.
     report_damaged: evaluation: elements carry which examples did not decode instead
       of failing the pipeline.
     with_ids: training: each element ends with the id of every example in the batch

@@ -9,7 +9,7 @@ import pytest
 
 from datasets.conversion.video_frames import tvl1_flow
 from datasets.formats.flow_encoding import flow_to_uint8
-from datasets.inputs import clip_input
+from datasets.inputs import clip_decode
 from tf_compat import tf
 
 SIZE, MARGIN = 64, 12   # flow is judged away from the borders the shift wraps around
@@ -53,8 +53,8 @@ def test_a_flipped_clips_flow_is_the_flow_of_the_flipped_video():
   of_mirror = flow_to_uint8(tvl1_flow(mirrored_video))[np.newaxis]
   with tf.Graph().as_default(), tf.Session() as sess:
     flipped, reference = sess.run([
-        clip_input.finish_clips(tf.constant(stored), 'flow', tf.constant([True])),
-        clip_input.finish_clips(tf.constant(of_mirror), 'flow')])
+        clip_decode.finish_clips(tf.constant(stored), 'flow', tf.constant([True])),
+        clip_decode.finish_clips(tf.constant(of_mirror), 'flow')])
   # In [-1, 1] units (1 = 20 px/frame): the two agree to a fraction of a pixel.
   difference = np.abs(interior(flipped[0]) - interior(reference[0]))
   assert np.median(difference) < 0.01

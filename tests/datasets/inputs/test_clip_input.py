@@ -18,7 +18,7 @@ from PIL import Image
 
 from datasets.conversion import video_shards
 from datasets.formats import dataset_split, shards, video_records
-from datasets.inputs import clip_input, clip_reader
+from datasets.inputs import clip_decode, clip_input, clip_reader
 from datasets.inputs.input_settings import InputSettings, Sampling
 from tf_compat import tf
 
@@ -433,7 +433,7 @@ def test_deferred_training_clips_finished_by_the_consumer_equal_finished_clips(f
   with tf.Graph().as_default(), tf.Session() as sess:
     stored = tf.placeholder(tf.uint8, [None] * 5)
     flip_bits = tf.placeholder(tf.bool, [None])
-    consumer = clip_input.finish_clips(stored, modality, flip_bits)
+    consumer = clip_decode.finish_clips(stored, modality, flip_bits)
     flipped_any = unflipped_any = False
     for (clips, labels), (raw, raw_labels, flips) in zip(finished, deferred):
       assert raw.dtype == np.uint8 and raw.shape == clips.shape and flips.dtype == bool
@@ -464,14 +464,6 @@ def test_deferred_evaluation_clips_are_the_stored_values(rgb):
     np.testing.assert_allclose(raw / 127.5 - 1.0, clips, rtol=0, atol=1e-6)
 
 
-def test_finish_clips_keeps_the_static_shape():
-  with tf.Graph().as_default():
-    clips = tf.zeros([3, 8, CROP, CROP, 2], tf.uint8)
-    finished = clip_input.finish_clips(clips, 'flow', tf.constant([True, False, True]))
-    assert finished.shape.as_list() == [3, 8, CROP, CROP, 2]
-    assert finished.dtype == tf.float32
-
-
 def test_repeat_first_frame_removes_motion(rgb):
   """Training and evaluation clips: every frame equals the clip's first frame."""
   split, _ = rgb
@@ -492,80 +484,6 @@ def test_random_flip_off_never_flips(rgb, flow):
     deferred = _batches(_training(split, random_flip=False, deferred=True), limit=2)
     for (clips, _), (raw, _, _) in zip(finished, deferred):
       np.testing.assert_allclose(raw / 127.5 - 1.0, clips, rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize('modality', ['rgb', 'flow'])
-def test_a_window_decoded_alone_is_the_whole_decode_cut_at_every_offset(modality):
-  # Chroma-subsampled rgb (4:2:0, as the converter's frames), where a decoder that cut
-  # first would read across a window's edge; flow frames are grey. Textured, odd-sized
-  # frames, so windows start and end inside and on the 8- and 16-pixel block boundaries.
-  rng = np.random.RandomState(7)
-  height, width, size = 41, 53, 24
-  smooth = np.kron(rng.randint(0, 256, (6, 7, 3)), np.ones((8, 8, 1)))[:height, :width]
-  frame = np.clip(smooth + rng.randint(-40, 41, smooth.shape), 0, 255).astype(np.uint8)
-  jpegs = []
-  for image in ([frame] if modality == 'rgb' else [frame[..., 0], frame[..., 1]]):
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format='JPEG', quality=90, subsampling=2)
-    jpegs.append(buffer.getvalue())
-  offsets = tf.placeholder(tf.int32, [2])
-  values = tf.constant([jpegs[0]] if modality == 'rgb' else [jpegs])
-  window, decoded = clip_input.decode_and_crop_frames(
-      values, modality, size, lambda frame_height, frame_width: (offsets[0], offsets[1]))
-  whole = tf.concat([tf.io.decode_jpeg(jpeg, dct_method='INTEGER_ACCURATE') for jpeg in jpegs],
-                    axis=-1)
-  with tf.Session() as sess:
-    expected_frame = sess.run(whole)
-    for y in range(height - size + 1):
-      for x in range(width - size + 1):
-        got, ok = sess.run([window, decoded], {offsets: [y, x]})
-        assert ok.all()
-        np.testing.assert_array_equal(got[0], expected_frame[y:y + size, x:x + size],
-                                      err_msg='window at (%d, %d)' % (y, x))
-
-
-def _textured_jpeg(height, width, seed, cut=None):
-  """A 4:2:0 JPEG of 8x8 blocks of random levels plus noise; `cut`: only its first half."""
-  rng = np.random.RandomState(seed)
-  smooth = np.kron(rng.randint(0, 256, (height // 8 + 1, width // 8 + 1, 3)),
-                   np.ones((8, 8, 1)))[:height, :width]
-  frame = np.clip(smooth + rng.randint(-40, 41, smooth.shape), 0, 255).astype(np.uint8)
-  buffer = io.BytesIO()
-  Image.fromarray(frame).save(buffer, format='JPEG', quality=90, subsampling=2)
-  data = buffer.getvalue()
-  return data[:len(data) // 2] if cut else data
-
-
-@pytest.mark.parametrize('first_other', [False, True])
-def test_each_frame_is_cut_at_its_own_offsets_and_failures_are_flagged(first_other):
-  # Frames of the first one's size go through the op, a clip with a frame of another size
-  # or bytes that are not a JPEG through TensorFlow's ops: either way each frame is cut
-  # where offsets_fn puts a window in a frame of its size, as TensorFlow decodes it.
-  size = 24
-  jpegs = [_textured_jpeg(40, 56, 0), _textured_jpeg(40, 56, 1, cut=True),
-           _textured_jpeg(40, 56, 2)]
-  if first_other:
-    jpegs += [_textured_jpeg(48, 36, 3), b'not a jpeg']
-
-  def offsets_fn(height, width):
-    return (height - size) // 3, (width - size) * 2 // 3
-
-  window, decoded = clip_input.decode_and_crop_frames(tf.constant(jpegs), 'rgb', size,
-                                                      offsets_fn)
-  with tf.Session() as sess:
-    got, ok = sess.run([window, decoded])
-    expected_ok = []
-    for jpeg, frame_window in zip(jpegs, got):
-      try:
-        frame = sess.run(tf.io.decode_jpeg(jpeg, dct_method='INTEGER_ACCURATE'))
-      except tf.errors.InvalidArgumentError:
-        expected_ok.append(False)
-        assert not frame_window.any()
-        continue
-      expected_ok.append(True)
-      y, x = offsets_fn(*frame.shape[:2])
-      np.testing.assert_array_equal(frame_window, frame[y:y + size, x:x + size])
-  assert list(ok) == expected_ok == [True, False, True] + [True, False] * first_other
 
 
 def test_the_map_functions_are_traced_as_written(rgb, monkeypatch):

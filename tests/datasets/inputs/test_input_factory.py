@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from datasets import dataset_factory
-from datasets.inputs import clip_input, input_factory, label_strip
+from datasets.inputs import clip_decode, input_factory, label_strip
 from datasets.inputs.input_factory import IMAGE, VIDEO, InputSettings
 from tests.datasets.inputs.test_label_strip import read_label
 from tests.evaluation.tensorboard_events import read_eval_dir
@@ -57,7 +57,7 @@ def test_clips_are_finished_on_the_clone_as_finish_clips_does():
   with tf.Graph().as_default():
     finished, labels = pipeline.finish(
         (tf.constant(clips), tf.constant([1, 0]), tf.constant(flips)), split)
-    expected = clip_input.finish_clips(tf.constant(clips), 'flow', tf.constant(flips))
+    expected = clip_decode.finish_clips(tf.constant(clips), 'flow', tf.constant(flips))
     with tf.Session() as sess:
       finished, expected, labels = sess.run([finished, expected, labels])
   np.testing.assert_array_equal(finished, expected)
