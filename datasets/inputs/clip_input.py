@@ -122,10 +122,7 @@ def build_clip_dataset(split, settings, *, is_training, skips=None):
             _eval_sampler(modality, sampling, settings))
   dataset = _mapped(records, sample, settings.num_parallel_calls, is_training, skips,
                     settings.service)
-  dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
-  dataset = dataset.prefetch(settings.prefetch_batches)
-  return dataset.with_options(record_files.pipeline_options(
-      deterministic=not is_training or settings.seed is not None))
+  return record_files.batched(dataset, settings, is_training)
 
 
 def _mapped(records, sample, num_parallel_calls, is_training, skips, service):

@@ -61,10 +61,7 @@ def build_image_dataset(split, settings, *, is_training):
   dataset = dataset.repeat(settings.num_epochs)
   dataset = dataset.map(record_files.as_written(_parser(split, settings, is_training)),
                         num_parallel_calls=settings.num_parallel_calls)
-  dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
-  dataset = dataset.prefetch(settings.prefetch_batches)
-  return dataset.with_options(record_files.pipeline_options(
-      deterministic=not is_training or settings.seed is not None))
+  return record_files.batched(dataset, settings, is_training)
 
 
 def _parser(split, settings, is_training):

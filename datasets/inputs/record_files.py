@@ -1,5 +1,6 @@
 """What the image and the clip input pipelines share: argument checks, the shard files of
-a split (a disjoint subset per cluster worker), the record reader and the tf.data options.
+a split (a disjoint subset per cluster worker), the record reader, the tf.data options
+and the batches at the pipeline's end (`batched`).
 """
 
 from datasets.inputs import service_client
@@ -85,3 +86,13 @@ def pipeline_options(deterministic):
   options.autotune.enabled = False
   options.deterministic = deterministic
   return options
+
+
+def batched(dataset, settings, is_training):
+  """`dataset`'s elements in batches of settings.batch_size (static when drop_remainder),
+  settings.prefetch_batches ahead, with `pipeline_options`: the order is deterministic
+  unless training without a seed. The end of every input pipeline here."""
+  dataset = dataset.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
+  dataset = dataset.prefetch(settings.prefetch_batches)
+  return dataset.with_options(pipeline_options(
+      deterministic=not is_training or settings.seed is not None))
