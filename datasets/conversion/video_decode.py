@@ -117,13 +117,7 @@ def decode_video(path, short_side=256, fps=None, max_frames=None, threads=0):
   _check_file(path)
   container = _open(path)
   try:
-    stream = _video_stream(path, container)
-    stream.thread_type = 'AUTO'  # frame + slice threading: frames still come out in order.
-    stream.codec_context.thread_count = threads
-    source_rate = _source_rate(stream)
-    if fps is not None and not source_rate:
-      raise VideoDecodeError(path, 'no frame rate in the stream; cannot resample to fps=%s'
-                             % fps)
+    stream, source_rate = _threaded_stream(path, container, threads, fps)
     sampler = _Sampler(fps, source_rate, short_side, max_frames)
     num_decoded, size = _decode_into(path, container, stream, sampler)
     num_declared = stream.frames  # 0 when the container does not say.
@@ -194,6 +188,19 @@ def _sniff_container(path):
   if head[:4] == b'\x1a\x45\xdf\xa3':
     return 'Matroska'
   return None
+
+
+def _threaded_stream(path, container, threads, fps):
+  """-> (the video stream set to decode with `threads` FFmpeg threads, its frame rate);
+  VideoDecodeError when resampling to `fps` needs a rate the stream does not give."""
+  stream = _video_stream(path, container)
+  stream.thread_type = 'AUTO'  # frame + slice threading: frames still come out in order.
+  stream.codec_context.thread_count = threads
+  source_rate = _source_rate(stream)
+  if fps is not None and not source_rate:
+    raise VideoDecodeError(path, 'no frame rate in the stream; cannot resample to fps=%s'
+                           % fps)
+  return stream, source_rate
 
 
 def _video_stream(path, container):
