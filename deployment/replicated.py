@@ -78,10 +78,22 @@ def _original_name(op_name):
   head, _, rest = op_name.partition('/')
   if not head.startswith('clone_') or not rest:
     return None
-  copies = {copy.op.name for copy in tf.get_collection(_COPIES)}
-  if op_name in copies or any(op_name.startswith(name + '/') for name in copies):
+  copies = _copy_names(tf.get_default_graph())
+  parts = op_name.split('/')
+  # The copy itself, or a slot below it ('<copy>/Momentum'): one of the name's prefixes.
+  if any('/'.join(parts[:end]) in copies for end in range(2, len(parts) + 1)):
     return rest
   return None
+
+
+def _copy_names(graph):
+  """The copies' op names, kept on the graph until the collection grows."""
+  copies = graph.get_collection(_COPIES)
+  cached = getattr(graph, '_slimdeploy_copy_names', (None, None))
+  if cached[0] != len(copies):
+    cached = (len(copies), frozenset(copy.op.name for copy in copies))
+    graph._slimdeploy_copy_names = cached  # pylint: disable=protected-access
+  return cached[1]
 
 
 def original_name(op_name):
