@@ -15,7 +15,6 @@ import logging
 import numpy as np
 import pytest
 
-from datasets.conversion.convert_images import convert
 from evaluation import run
 from evaluation.config import EvalConfig
 from tf_compat import tf
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.slow
 LENET = ('LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
          'LeNet/conv2/biases', 'LeNet/fc3/weights', 'LeNet/fc3/biases', 'LeNet/fc4/weights',
          'LeNet/fc4/biases')
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  directory = str(tmp_path_factory.mktemp('digits'))
-  convert('digits', directory)
-  return directory
 
 
 def config(digits_dir, train_dir, **overrides):

@@ -156,6 +156,18 @@ def addressing_flag(pods):
 
 
 @pytest.mark.cluster
+def _run_pods(pods, command, log_dir):
+  """Runs `command` in every pod's environment to the end; -> (the job's status, each
+  task's log, each task's exit status)."""
+  try:
+    with JobSetPods(pods, command, str(log_dir)) as pod_cluster:
+      status = pod_cluster.supervise(lambda: False, grace_secs=30)
+      return (status, {t.name: log_text(t) for t in pod_cluster.tasks},
+              {t.name: t.returncode for t in pod_cluster.tasks})
+  except NamespaceUnavailable as error:
+    pytest.skip('no private network and mount namespace here: %s' % error)
+
+
 @pytest.mark.slow
 def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, tmp_path):
   manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.JOBSET_MANIFEST))
@@ -167,13 +179,7 @@ def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, t
   command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
                                 sync_replicas=True, replicas_to_aggregate=2)
                     + ['--addressing=%s' % addressing_flag(pods)])
-  try:
-    with JobSetPods(pods, command, str(tmp_path / 'logs')) as pod_cluster:
-      status = pod_cluster.supervise(lambda: False, grace_secs=30)
-      logs = {t.name: log_text(t) for t in pod_cluster.tasks}
-      statuses = {t.name: t.returncode for t in pod_cluster.tasks}
-  except NamespaceUnavailable as error:
-    pytest.skip('no private network and mount namespace here: %s' % error)
+  status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
   assert status == 0 and statuses == {'ps-0': 0, 'worker-0': 0, 'worker-1': 0}, logs
   for name, text in logs.items():
     assert_clean_log(text, name)
@@ -201,13 +207,7 @@ def test_the_allreduce_variants_pods_train_without_ps_to_the_end(digits_dir, tmp
   assert len(kept) == len(CLUSTER_FLAGS) and '--variable_update=replicated' in kept, kept
   train_dir = tmp_path / 'train'
   command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8) + kept)
-  try:
-    with JobSetPods(pods, command, str(tmp_path / 'logs')) as pod_cluster:
-      status = pod_cluster.supervise(lambda: False, grace_secs=30)
-      logs = {t.name: log_text(t) for t in pod_cluster.tasks}
-      statuses = {t.name: t.returncode for t in pod_cluster.tasks}
-  except NamespaceUnavailable as error:
-    pytest.skip('no private network and mount namespace here: %s' % error)
+  status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
   assert status == 0 and statuses == {'worker-0': 0, 'worker-1': 0}, logs
   for name, text in logs.items():
     assert_clean_log(text, name)
