@@ -27,7 +27,8 @@ from core import flag_help
 from core.errors import USAGE, ConfigError, print_error  # ConfigError: re-exported
 
 __all__ = ['ConfigError', 'param', 'define_flags', 'config_from_flags', 'given_flags',
-           'answer_help', 'parse_flags', 'reject_positional_arguments', 'nearby']
+           'answer_help', 'parse_flags', 'reject_positional_arguments', 'nearby',
+           'config_from_argv']
 
 
 def param(default, help):  # pylint: disable=redefined-builtin
@@ -246,3 +247,21 @@ def reject_positional_arguments(argv):
     print_error('unexpected arguments %s (flags look like --name=value)' % argv[1:])
     return True
   return False
+
+
+def config_from_argv(config_class, argv):
+  """(config, given field names) from a command line's arguments (`argv` without the
+  program), read as an entry reads them (flagfiles included) but on flags of their own, so
+  a caller in any process (a notebook, a test) gets the config the entry would build. A bad
+  flag, a flagfile that cannot be read or a positional argument raises ConfigError with the
+  entry's one line."""
+  flag_values = flags.FlagValues()
+  define_flags(config_class, flag_values)
+  argv = ['config_from_argv'] + list(argv)
+  try:
+    rest = flag_values(argv)
+  except flags.Error as error:
+    raise ConfigError(_located(error, argv)) from None
+  if len(rest) > 1:
+    raise ConfigError('unexpected arguments %s (flags look like --name=value)' % rest[1:])
+  return config_from_flags(config_class, flag_values), given_flags(config_class, flag_values)

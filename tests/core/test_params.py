@@ -13,7 +13,8 @@ from absl import flags
 
 from core import params
 from training.config import TrainConfig
-from core.params import ConfigError, config_from_flags, define_flags, parse_flags
+from core.params import (ConfigError, config_from_argv, config_from_flags, define_flags,
+                         parse_flags)
 
 FIELDS = {field.name: field for field in dataclasses.fields(TrainConfig)}
 
@@ -319,3 +320,25 @@ def test_a_bad_flag_in_a_flagfile_names_the_flagfile_and_line(global_flags, caps
   inner.write_text('--batch_size=8\n')
   assert one_error_line(capsys, ['--flagfile=%s' % inner, '--batch_size=xyz']) == (
       "error: flag --batch_size=xyz: invalid literal for int() with base 10: 'xyz'")
+
+
+# --------------------------------------------------------------------------------------
+# config_from_argv: the entry's reading, on flags of its own
+
+
+def test_config_from_argv_reads_as_the_entry_does(global_flags, capsys, tmp_path):
+  recipe = tmp_path / 'recipe.cfg'
+  recipe.write_text('--batch_size=8\n--num_clones=2\n')
+  config, given = config_from_argv(TrainConfig, ['--flagfile=%s' % recipe, '--num_clones=4',
+                                                 '--clone_on_cpu'])
+  assert (config.batch_size, config.num_clones, config.clone_on_cpu) == (8, 4, True)
+  assert given == {'batch_size', 'num_clones', 'clone_on_cpu'}
+  assert config_from_argv(TrainConfig, [])[0] == TrainConfig()
+  # The same one line as the entry prints (parse_flags), raised instead.
+  inner = tmp_path / 'inner.cfg'
+  inner.write_text('--batch_size=abc\n')
+  with pytest.raises(ConfigError) as raised:
+    config_from_argv(TrainConfig, ['--flagfile=%s' % inner])
+  assert 'error: ' + str(raised.value) == one_error_line(capsys, ['--flagfile=%s' % inner])
+  with pytest.raises(ConfigError, match=r"unexpected arguments \['extra'\]"):
+    config_from_argv(TrainConfig, ['--batch_size=4', 'extra'])
