@@ -1,8 +1,6 @@
 """Fixtures shared by tests in several directories. Keep this file tiny."""
 
-import os
 import socket
-import subprocess
 
 import pytest
 
@@ -35,45 +33,6 @@ def held_port():
   holder.listen()
   yield holder.getsockname()[1]
   holder.close()
-
-
-@pytest.fixture(scope='session', autouse=True)
-def prestarted_entries():
-  """`python <entry> ...` started by a test, a fixture, or a LocalCluster in a test is
-  forked from a process with TensorFlow imported (tests/prestarted.py says what stays a
-  fresh start and why; SLIMDEPLOY_TESTS_FRESH_STARTS=1 turns it off). Sessions run
-  without grappler (tests/graph_optimizer.py)."""
-  from tests import graph_optimizer, prestarted  # pylint: disable=import-outside-toplevel
-  graph_optimizer.install()
-  if os.environ.get('SLIMDEPLOY_TESTS_FRESH_STARTS') != '1':
-    prestarted.start_server()
-  subprocess.Popen = prestarted.Popen
-  yield
-  subprocess.Popen = prestarted.REAL_POPEN
-
-
-@pytest.fixture(autouse=True)
-def fresh_start(request, monkeypatch):
-  """A test marked `fresh_start` gets subprocess.Popen itself."""
-  if request.node.get_closest_marker('fresh_start') is not None:
-    from tests import prestarted  # pylint: disable=import-outside-toplevel
-    monkeypatch.setattr(subprocess, 'Popen', prestarted.REAL_POPEN)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item):
-  """A test marked `grappler` or `timing` keeps TensorFlow's graph optimizer, in the module
-  fixtures its setup makes and the processes it starts too (tests/graph_optimizer.py)."""
-  if not (item.get_closest_marker('grappler') or item.get_closest_marker('timing')):
-    yield
-    return
-  before = os.environ.get('SLIMDEPLOY_TESTS_GRAPPLER')
-  os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = '1'
-  yield
-  if before is None:
-    del os.environ['SLIMDEPLOY_TESTS_GRAPPLER']
-  else:
-    os.environ['SLIMDEPLOY_TESTS_GRAPPLER'] = before
 
 
 def pytest_collection_modifyitems(items):

@@ -9,18 +9,15 @@ are any: Slurm and munge daemons (and their job steps) using the tests' temporar
 directories (`slimdeploy-munge-*`, pytest's `pytest-of-<user>`: in their command line,
 working directory or SLURM_CONF), Python processes running this repository's entry
 scripts and tools (`python <file here>`, `python -m <package here>`, or naming a file
-here), tests/prestarted.py's fork servers and the entries forked from them (their command
-line names tests.prestarted_server), `python -c` servers and pytest processes working
-here (pytest-xdist's workers too), and any process working in a test's temporary directory
-or naming one; never itself or its ancestors (`make`).
+here), `python -c` servers and pytest processes working here (pytest-xdist's workers
+too), and any process working in a test's temporary directory or naming one; never itself or its ancestors (`make`).
 Processes that are ending (zombies) are not listed; a process signalled as the suite
 ended gets --wait_secs to go.
 
 The guards live in deployment/cluster/process_guards.py, which the one-machine Slurm of
 users and tests runs its daemons with, and are re-exported here for the tests:
-- `die_with_parent` (a `preexec_fn`, picklable, so tests/prestarted.py's forked starts
-  take it too): the kernel sends the child SIGKILL when the thread that started it ends
-  (prctl PR_SET_PDEATHSIG), even when pytest-timeout ends a hung worker with os._exit (no
+- `die_with_parent` (a `preexec_fn`): the kernel sends the child SIGKILL when the thread
+  that started it ends (prctl PR_SET_PDEATHSIG), even when pytest-timeout ends a hung worker with os._exit (no
   finalizer, no atexit) or a watchdog with SIGKILL. A child of fork() does not inherit it,
   so it only holds for a program that stays in the foreground.
 - the keeper (`keeper_command`: `python -S -m deployment.cluster.process_guards keep
@@ -164,8 +161,6 @@ def why_ours(process, dirs=TEST_DIRS, root=ROOT):
     return None
   here = (root,)
   if program.startswith('python'):
-    if any('tests.prestarted_server' in a for a in args):
-      return 'prestarted fork server'
     kind, target = _python_target(process)
     if kind == '-m' and target and (
         os.path.isdir(os.path.join(root, target.split('.')[0])) or

@@ -181,8 +181,6 @@ class _Seen(leftovers.Process):
      {}, True),
     (['python', 'eval.py'], leftovers.ROOT, {}, True),
     (['python', '-u', '-m', 'datasets.data_service', '--role=worker'], '/', {}, True),
-    (['python', '-c', 'from multiprocessing.forkserver import main; main(3, 4, '
-      "['tests.prestarted_server'])"], '/', {}, True),
     (['python', '-c', 'import tensorflow'], leftovers.ROOT, {}, True),
     (['python', '-c', 'import tensorflow'], '/home', {}, False),
     (['python', '/tmp/elsewhere.py'], leftovers.ROOT, {}, False),

@@ -13,9 +13,6 @@ from deployment.session import session_config
 from deployment.model_deploy import DeploymentConfig
 from tf_compat import tf, slim
 
-# Reads traced steps, which show what grappler rewrote: keeps it (tests/graph_optimizer.py).
-pytestmark = pytest.mark.grappler
-
 IN_DIM, HIDDEN, OUT_DIM = 4, 5, 3
 GLOBAL_BATCH = 12
 STEPS = 4

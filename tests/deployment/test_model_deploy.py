@@ -455,7 +455,6 @@ def train_mlp(num_clones, trace=False):
   return start, final, devices
 
 
-@pytest.mark.grappler  # Where the clones' ops ran, read from a traced step.
 def test_two_cpu_clones_equal_one_clone_of_double_batch():
   start_a, final_a, devices = train_mlp(num_clones=2, trace=True)
   start_b, final_b, _ = train_mlp(num_clones=1)

@@ -107,7 +107,6 @@ def _raw_compute_kernels(run_metadata, dtype_enum):
   return found
 
 
-@pytest.mark.grappler  # What ran after grappler's rewrites (tests/graph_optimizer.py).
 def test_the_executed_convolutions_and_matmuls_ran_in_float16():
   """(bfloat16, and both through the trainer: tests/training/test_train_precision.py.)"""
   run_metadata = _traced_step('float16')

@@ -3,15 +3,10 @@ count of XLA clusters read from a traced step (checked against the raw step stat
 narrow I3D's stem and first Inception module train alike with and without it."""
 
 import numpy as np
-import pytest
 
 from deployment import xla
 from nets import i3d
 from tf_compat import tf, slim
-
-# XLA beside grappler, whose remapper deployment.xla turns off: keeps grappler
-# (tests/graph_optimizer.py).
-pytestmark = pytest.mark.grappler
 
 
 def _traced_train_step(compile_it):

@@ -9,9 +9,6 @@ from training.config import TrainConfig
 from training.setup import check_train_config
 from training.summary_gate import SummaryGate, Ungated
 
-# Reads traced steps, which show what grappler rewrote: keeps it (tests/graph_optimizer.py).
-pytestmark = pytest.mark.grappler
-
 SUMMARY_TYPES = {'HistogramSummary', 'ScalarSummary', 'MergeSummary'}
 
 

@@ -53,9 +53,7 @@ def evaluate(config):
   return image_eval.evaluate(check_eval_config(config))
 
 
-# The kernels a traced step ran, after grappler's rewrites: keeps grappler
-# (tests/graph_optimizer.py).
-pytestmark = [pytest.mark.slow, pytest.mark.grappler]
+pytestmark = pytest.mark.slow
 
 PRECISIONS = ('float32', 'float16', 'bfloat16')
 DT = {'float32': 1, 'float16': 19, 'bfloat16': 14}  # types.proto DataType enums

@@ -26,9 +26,7 @@ from tests.training.run_spy import (executed_kernels, seed_inputs, seeded_lenet_
 from training import train as train_module
 from training.config import TrainConfig
 
-# XLA beside grappler, whose remapper deployment.xla turns off: keeps grappler
-# (tests/graph_optimizer.py).
-pytestmark = [pytest.mark.slow, pytest.mark.grappler]
+pytestmark = pytest.mark.slow
 
 STEPS = 4
 LOSS_RTOL = 1e-4

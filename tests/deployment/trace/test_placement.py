@@ -11,9 +11,6 @@ from deployment.trace import placement
 from deployment.session.session_config import make_session_config
 from tf_compat import tf
 
-# Reads traced steps, which show what grappler rewrote: keeps it (tests/graph_optimizer.py).
-pytestmark = pytest.mark.grappler
-
 CPU = '/job:localhost/replica:0/task:0/device:CPU:%d'
 
 
