@@ -13,8 +13,10 @@ import jsonschema
 import pytest
 import referencing
 
+from core.params import config_from_argv
 from deployment.cluster import jobset_env
 from tests import jobset_pods
+from training.config import TrainConfig
 
 K8S = os.path.join(jobset_pods.ROOT, 'configs', 'k8s')
 SCHEMAS = os.path.join(K8S, 'schemas')
@@ -276,7 +278,7 @@ def allreduce_docs():
 
 
 def test_the_allreduce_variant_is_ten_workers_without_ps_at_their_names_and_ports(
-    allreduce_docs):
+    allreduce_docs, monkeypatch):
   jobset = jobset_pods.the('JobSet', allreduce_docs)
   assert validate_jobset(jobset) == []
   names = [rjob['name'] for rjob in jobset['spec']['replicatedJobs']]
@@ -287,8 +289,11 @@ def test_the_allreduce_variant_is_ten_workers_without_ps_at_their_names_and_port
       '%s:%d' % (pod.fqdn, 2222 + i) for i, pod in enumerate(pods)))}
   assert [s.task_index for s in specs] == list(range(10)) and specs[0].is_chief
   for pod in pods:
-    assert flag(pod, 'variable_update') == 'replicated' and flag(pod, 'num_ps_tasks') == '0'
-    assert '--nosync_replicas' in pod.command    # The all-reduce is the synchronisation.
+    # The trainer's flags as it reads them in /app (this checkout): the all-reduce recipe.
+    monkeypatch.chdir(jobset_pods.ROOT)
+    config, _ = config_from_argv(TrainConfig, pod.command[2:])
+    assert (config.variable_update, config.num_ps_tasks, config.sync_replicas) == (
+        'replicated', 0, False)    # The all-reduce is the synchronisation.
     assert DNS_1035.match(pod.hostname + '-abcde')
   resized = trainers(jobset_pods.pods(jobset_pods.scaled(jobset, worker=4)))
   assert [jobset_env.task_from_environ(p.env).num_workers for p in resized] == [4] * 4
