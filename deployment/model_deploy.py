@@ -319,26 +319,31 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   with tf.device(config.variables_device()):
     global_step = tf.train.get_or_create_global_step()
   clones = create_clones(config, model_fn, args, kwargs)
-  first_clone = clones[0]
-  update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, first_clone.scope)
-  train_op = None
-  total_loss = None
   with tf.device(config.optimizer_device()):
-    if optimizer is not None:
-      if moving_average is not None and moving_average_variables is None:
-        moving_average_variables = slim.get_model_variables()
+    if optimizer is None:
+      train_op, total_loss = None, _gather_losses_only(clones)
+    else:
       options = DeployOptions(summarize_gradients, clip_gradient_norm, variables_to_train,
                               moving_average, moving_average_variables, optimize_fn)
-      train_op, total_loss, own_summaries = _build_train_op(
-          config, clones, optimizer, global_step, update_ops, options)
+      train_op, total_loss, own_summaries = _train_op(config, clones, optimizer,
+                                                      global_step, options)
       summaries |= set(own_summaries)
-      if getattr(config, 'replicated', False):
-        replicated.keep_one_copy()
-        replicated.sync_op(config)
-    else:
-      total_loss = _gather_losses_only(clones)
   summary_op = _summary_op(config, clones, summaries, total_loss)
   return DeployedModel(train_op, summary_op, total_loss, clones)
+
+
+def _train_op(config, clones, optimizer, global_step, options):
+  """_build_train_op with the first clone's UPDATE_OPS and the moving averages' default
+  variables (slim's model variables); replicated, the copies are then made to follow
+  clone 0 (`replicated.keep_one_copy`, `replicated.sync_op`)."""
+  if options.moving_average is not None and options.moving_average_variables is None:
+    options = options._replace(moving_average_variables=slim.get_model_variables())
+  update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS, clones[0].scope)
+  built = _build_train_op(config, clones, optimizer, global_step, update_ops, options)
+  if getattr(config, 'replicated', False):
+    replicated.keep_one_copy()
+    replicated.sync_op(config)
+  return built
 
 
 def _summary_op(config, clones, summaries, total_loss):
