@@ -35,17 +35,17 @@ the fast worker's two batches and the slow worker's gradient arrives stale. Here
 
 Each update therefore averages gradients of distinct workers, all computed at the
 update's step: with `replicas_to_aggregate == total_num_replicas` it is exactly the big
-batch; with backup workers the late ones are dropped, never counted later. One small
-accumulator beside the gradients record, for each update, how many gradients each
-worker gave and for which step; with `trace_path` the chief appends one line per update
-(`read_trace`), the record the tests check. From the same record the update sets
+batch; with backup workers the late ones are dropped, never counted later. The
+accumulators, and the record beside them of how many gradients each worker gave for which
+step (with `trace_path`, one line per update: `read_trace`), are
+deployment/sync_accumulators.py. From the same record the update sets
 `last_taken`, the step of the last gradient it took from each worker: a worker whose
 token has come knows from it whether its gradient was taken or dropped, and counts the
 step in `worker_stats` (deployment.worker_stats), which the chief shows.
 """
 
-import collections
-
+from deployment.sync_accumulators import (Accumulators, TraceLine, read_trace,
+                                          record_per_worker, trace_op)
 from deployment.wrapped_optimizer import WrappedOptimizer
 from tf_compat import tf
 
@@ -53,8 +53,6 @@ __all__ = ['SyncReplicasOptimizer', 'TraceLine', 'read_trace', 'STOP_TOKEN']
 
 STOP_TOKEN = -1  # Wakes a worker waiting for a token without letting it start a new step.
 _STALE = -1      # A local step below every accumulator's: the gradient is dropped.
-
-TraceLine = collections.namedtuple('TraceLine', ['step', 'counts', 'steps'])
 
 
 class SyncReplicasOptimizer(WrappedOptimizer):
@@ -90,7 +88,7 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     self._variables_to_average = variables_to_average
     self._trace_path = trace_path
     self._worker_stats = worker_stats
-    self._accumulators = []
+    self._accumulators = Accumulators(replicas_to_aggregate)
     self._queues = None
     self._global_step = None
     self._local_step = None
@@ -138,10 +136,11 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     sends, aggregated = [], []
     with tf.name_scope(name or self._name):
       for grad, var in grads_and_vars:
-        send, mean = self._accumulate(grad, var, label)
+        send, mean = self._accumulators.gradient(grad, var, label)
         sends.extend([send] if send is not None else [])
         aggregated.append((mean, var))
-      record_sends, record = self._record_accumulators(label)
+      record_sends, record = self._accumulators.record(self._worker, self._total, label,
+                                                       global_step.device)
     with tf.device(global_step.device), tf.control_dependencies(sends + record_sends):
       token, next_step = self._wait_for_next_step(step)
     with tf.device(self._worker_device):
@@ -230,50 +229,6 @@ class SyncReplicasOptimizer(WrappedOptimizer):
       now = self._global_step.read_value()
     return token, tf.where(token < 0, current, tf.maximum(token, now))
 
-  def _accumulate(self, grad, var, label):
-    """(this worker's send op, the chief's mean over replicas_to_aggregate) for one var."""
-    if grad is None:
-      return None, None
-    with tf.device(var.device):
-      if isinstance(grad, tf.IndexedSlices):
-        accumulator = tf.SparseConditionalAccumulator(
-            grad.dtype, shape=(), shared_name=var.name + '/grad_accum')
-        send = accumulator.apply_indexed_slices_grad(grad, local_step=label)
-        mean = accumulator.take_indexed_slices_grad(self._replicas_to_aggregate)
-      else:
-        accumulator = tf.ConditionalAccumulator(grad.dtype, shape=var.get_shape(),
-                                                shared_name=var.name + '/grad_accum')
-        send = accumulator.apply_grad(grad, local_step=label)
-        mean = accumulator.take_grad(self._replicas_to_aggregate)
-    self._accumulators.append((accumulator, var.device))
-    return send, mean
-
-  def _record_accumulators(self, label):
-    """Who contributed: [one-hot(worker), one-hot(worker) x step] in ONE accumulator
-    (same label as the gradients), so an update's mean x n gives the gradient count and
-    the step sum of each worker, taken together. (Two accumulators could take different
-    workers' entries when backup workers race.)
-
-    n is the number of gradients taken: at least replicas_to_aggregate, more when backup
-    workers' gradients of the same step arrive before the chief takes them (an
-    accumulator averages everything it holds). The mean's first row is k_i / n for worker
-    i's count k_i, so n = 1 / (its smallest non-zero entry), exact whenever some worker
-    gave one gradient (always, unless every worker counted twice)."""
-    with tf.device(self._global_step.device), tf.name_scope('contributions'):
-      onehot = tf.one_hot(self._worker, self._total, dtype=tf.float64)
-      value = tf.stack([onehot, onehot * tf.cast(label, tf.float64)])
-      accumulator = tf.ConditionalAccumulator(tf.float64, shape=[2, self._total],
-                                              shared_name='sync_record')
-      send = accumulator.apply_grad(value, local_step=label)
-      mean = accumulator.take_grad(self._replicas_to_aggregate)
-      shares = mean[0]
-      smallest = tf.reduce_min(tf.where(shares > 0, shares, tf.ones_like(shares)))
-      taken = mean * tf.round(1.0 / smallest)
-      self._accumulators.append((accumulator, self._global_step.device))
-      # Sliced here too: the whole update stays on the parameter server, so a chief that
-      # is frozen or dies cannot stop an update half-way (after global_step moved).
-      return [send], (taken[0], taken[1])
-
   # ---------------------------------------------------------------- the chief's ops
 
   def _build_chief_ops(self, aggregated, record):
@@ -291,7 +246,7 @@ class SyncReplicasOptimizer(WrappedOptimizer):
                                                else averaged)
     if self._trace_path:
       with tf.control_dependencies([done]):
-        done = self._trace_op(record)
+        done = trace_op(record, global_step, self._trace_path)
     # Tokens last: a worker (and so the chief's final save) sees the update complete.
     with tf.device(global_step.device), tf.control_dependencies([done]):
       done = self._hand_out_tokens()
@@ -299,8 +254,8 @@ class SyncReplicasOptimizer(WrappedOptimizer):
       runner_queue = tf.queue.FIFOQueue(1, tf.int32, shapes=[], name='sync_runner_q')
     self._chief_queue_runner = tf.train.QueueRunner(runner_queue, [done])
     with tf.control_dependencies([self.local_step_init_op]):
-      init = [self._initialize_submitted()] + [
-          self._set_accumulator_steps(global_step.read_value())]
+      init = [self._initialize_submitted(),
+              self._accumulators.set_global_step(global_step.read_value())]
     self.chief_init_op = tf.group(*init, name='sync_chief_init')
     self._build_lifecycle_ops()
 
@@ -313,16 +268,9 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     step = tf.raw_ops.Snapshot(input=self._global_step.read_value())
     return tf.group(*[q.enqueue(step) for q in self._queues], name='hand_out_tokens')
 
-  def _set_accumulator_steps(self, step):
-    ops = []
-    for accumulator, device in self._accumulators:
-      with tf.device(device):
-        ops.append(accumulator.set_global_step(step))
-    return tf.group(*ops)
-
   def _mark_taken(self, record):
     """`last_taken` of each worker the update took a gradient from: that gradient's step."""
-    counts, steps = _record_per_worker(record)
+    counts, steps = record_per_worker(record)
     steps = tf.cast(steps, self._last_taken.dtype.base_dtype)
     return self._last_taken.assign(tf.where(counts > 0, steps, self._last_taken.read_value()),
                                    read_value=False)
@@ -339,17 +287,6 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     with tf.device(self._global_step.device):
       return tf.cond(tf.is_variable_initialized(self._submitted), tf.no_op, initialize)
 
-  def _discard_accumulated(self):
-    ops = []
-    for accumulator, device in self._accumulators:
-      with tf.device(device):
-        if isinstance(accumulator, tf.SparseConditionalAccumulator):
-          take = lambda a=accumulator: tf.group(*a.take_indexed_slices_grad(1))
-        else:
-          take = lambda a=accumulator: tf.group(a.take_grad(1))
-        ops.append(tf.cond(accumulator.num_accumulated() > 0, take, tf.no_op))
-    return tf.group(*ops)
-
   def _build_lifecycle_ops(self):
     """rejoin_op (the chief, continuing a job), close_token_queues_op (the chief, at the
     end: waiting workers end), add_stop_token_op (this worker: unblock a stopping step)."""
@@ -357,11 +294,11 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     with tf.device(global_step.device), tf.name_scope('sync_lifecycle'):
       skipped = global_step.read_value() + 1
       # Gradients in flight for the current step arrive stale from here on ...
-      block = self._set_accumulator_steps(skipped)
+      block = self._accumulators.set_global_step(skipped)
       with tf.control_dependencies([block]):
-        discard = self._discard_accumulated()  # ... and those already in are dropped.
+        discard = self._accumulators.discard()  # ... and those already in are dropped.
       with tf.control_dependencies([discard]):
-        realign = self._set_accumulator_steps(skipped)  # A take advanced them again.
+        realign = self._accumulators.set_global_step(skipped)  # A take advanced them again.
       with tf.control_dependencies([realign]):
         advance = global_step.assign(skipped, read_value=False)
       with tf.control_dependencies([advance]):
@@ -383,17 +320,9 @@ class SyncReplicasOptimizer(WrappedOptimizer):
     'tokens': each worker's tokens waiting, 'sent': the step of each worker's last
     gradient (-1: none since the parameter servers started)}."""
     return {'global_step': self._global_step.read_value(),
-            'held': tf.stack([a.num_accumulated() for a, _ in self._accumulators]),
+            'held': self._accumulators.num_accumulated(),
             'tokens': tf.stack([q.size() for q in self._queues]),
             'sent': self._submitted.read_value()}
-
-  def _trace_op(self, record):
-    counts, per_worker = _record_per_worker(record)
-    join = lambda values: tf.strings.reduce_join(tf.strings.as_string(values),
-                                                 separator=',')
-    step = tf.cast(self._global_step.read_value(), tf.int64) - 1  # After the update.
-    return tf.print('update', step, join(counts), join(per_worker), sep='\t',
-                    output_stream='file://' + self._trace_path)
 
 
 def _on_device(grad, device):
@@ -405,26 +334,3 @@ def _on_device(grad, device):
       return tf.IndexedSlices(tf.identity(grad.values), tf.identity(grad.indices),
                               grad.dense_shape)
     return tf.identity(grad)
-
-
-def _record_per_worker(record):
-  """(gradients taken from each worker, the step of its gradients or -1), int64."""
-  counts, steps = record
-  counts = tf.cast(tf.round(counts), tf.int64)
-  per_worker = tf.cast(tf.round(steps / tf.maximum(tf.cast(counts, tf.float64), 1.0)),
-                       tf.int64)
-  return counts, tf.where(counts > 0, per_worker,
-                          tf.fill(tf.shape(counts), tf.constant(-1, tf.int64)))
-
-
-def read_trace(path):
-  """The chief's trace: [TraceLine(step, counts per worker, step of each worker's
-  gradient or -1)], one per update, in order."""
-  lines = []
-  with open(path) as trace:
-    for line in trace:
-      fields = line.replace('"', '').split()  # tf.print quotes string tensors.
-      if len(fields) == 4 and fields[0] == 'update':
-        lines.append(TraceLine(int(fields[1]), [int(c) for c in fields[2].split(',')],
-                               [int(s) for s in fields[3].split(',')]))
-  return lines
