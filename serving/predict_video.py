@@ -89,11 +89,12 @@ def _record_file(directory, video, info):
     frames = process_video(task)
   except BadVideo as error:
     raise DataError('--video=%s: %s' % (video, error)) from None
-  chunked = video_shards.chunk_video(
-      frames['frames'], modality=info['modality'], label=0, label_string='',
-      video_id=task.video_id, data_path=video, height=frames['height'],
-      width=frames['width'], frame_rate=frames['frame_rate'],
-      chunk_frames=video_records.DEFAULT_CHUNK_FRAMES)
+  header = video_records.VideoHeader(
+      modality=info['modality'], label=0, label_string='', video_id=task.video_id,
+      data_path=video, height=frames['height'], width=frames['width'],
+      frame_rate=frames['frame_rate'])
+  chunked = video_shards.chunk_video(frames['frames'], header,
+                                     video_records.DEFAULT_CHUNK_FRAMES)
   video_shards.write_video_shard([chunked], directory, 'video', 0, 1)
   return len(frames['frames'])
 

@@ -169,11 +169,11 @@ def _shard_done(conversion, shard):
 
 
 def _chunked(entry, result, conversion):
-  return video_shards.chunk_video(
-      result['frames'], modality=conversion.modality, label=entry.label,
-      label_string=entry.class_name, video_id=_video_id(entry),
-      data_path=entry.relative_path, height=result['height'], width=result['width'],
-      frame_rate=result['frame_rate'], chunk_frames=conversion.chunk_frames)
+  header = video_records.VideoHeader(
+      modality=conversion.modality, label=entry.label, label_string=entry.class_name,
+      video_id=_video_id(entry), data_path=entry.relative_path, height=result['height'],
+      width=result['width'], frame_rate=result['frame_rate'])
+  return video_shards.chunk_video(result['frames'], header, conversion.chunk_frames)
 
 
 def write_shard_records(conversion, shard, converted):

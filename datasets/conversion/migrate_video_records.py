@@ -113,19 +113,28 @@ def _context_value(context, key, kind, default=None):
 def _chunked_videos(shard_path, modality, chunk_frames):
   """The ChunkedVideos of a format-1 shard, one at a time, context values carried over."""
   for context, frames in _whole_videos(shard_path, modality):
-    def value(key, kind, default=None, context=context):
-      return _context_value(context, key, kind, default)
-    video_id = value('example/id', 'bytes_list').decode('utf-8')
-    if not frames or value('clip/num_frames', 'int64_list', len(frames)) != len(frames):
+    header = _header(context, modality)
+    num_frames = _context_value(context, 'clip/num_frames', 'int64_list', len(frames))
+    if not frames or num_frames != len(frames):
       raise DataError('%s: video %s has %d frames where its record says %s; re-run the '
-                      'conversion' % (shard_path, video_id, len(frames),
-                                      value('clip/num_frames', 'int64_list')))
-    yield video_shards.chunk_video(
-        frames, modality=modality, label=value('clip/label/index', 'int64_list'),
-        label_string=value('clip/label/string', 'bytes_list', b'').decode('utf-8'),
-        video_id=video_id, data_path=value('clip/data_path', 'bytes_list', b'').decode('utf-8'),
-        height=value('image/height', 'int64_list'), width=value('image/width', 'int64_list'),
-        frame_rate=value('image/frame_rate', 'float_list', 0.0), chunk_frames=chunk_frames)
+                      'conversion' % (shard_path, header.video_id, len(frames),
+                                      _context_value(context, 'clip/num_frames',
+                                                     'int64_list')))
+    yield video_shards.chunk_video(frames, header, chunk_frames)
+
+
+def _header(context, modality):
+  """The VideoHeader of a format-1 record's context (absent: '' for the names and the
+  path, 0.0 for the frame rate)."""
+  def value(key, kind, default=None):
+    return _context_value(context, key, kind, default)
+  return video_records.VideoHeader(
+      modality=modality, label=value('clip/label/index', 'int64_list'),
+      label_string=value('clip/label/string', 'bytes_list', b'').decode('utf-8'),
+      video_id=value('example/id', 'bytes_list').decode('utf-8'),
+      data_path=value('clip/data_path', 'bytes_list', b'').decode('utf-8'),
+      height=value('image/height', 'int64_list'), width=value('image/width', 'int64_list'),
+      frame_rate=value('image/frame_rate', 'float_list', 0.0))
 
 
 def _migrate_shard(migration, modality, split_name, shard_path):

@@ -24,14 +24,11 @@ class ChunkedVideo(typing.NamedTuple):
   frame_bounds: typing.Sequence[int]
 
 
-def chunk_video(frames, *, modality, label, label_string, video_id, data_path, height,
-                width, frame_rate, chunk_frames):
-  """A ChunkedVideo of one video's frames (arguments as video_records.video_chunks)."""
-  chunks, bounds = video_records.video_chunks(
-      frames, modality=modality, label=label, label_string=label_string, video_id=video_id,
-      data_path=data_path, height=height, width=width, frame_rate=frame_rate,
-      chunk_frames=chunk_frames)
-  return ChunkedVideo(video_id, label, chunks, bounds)
+def chunk_video(frames, header, chunk_frames):
+  """A ChunkedVideo of one video's frames (arguments as video_records.video_chunks:
+  header a video_records.VideoHeader)."""
+  chunks, bounds = video_records.video_chunks(frames, header, chunk_frames)
+  return ChunkedVideo(header.video_id, header.label, chunks, bounds)
 
 
 def write_video_shard(videos, output_dir, split_name, index, num_shards):

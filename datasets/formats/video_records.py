@@ -54,13 +54,15 @@ and its index byte for byte; `python -m datasets.verify_records` checks that eac
 lists exactly the chunks its shard holds (`datasets/checks/index_check.py`).
 """
 
+import dataclasses
+
 from datasets.formats.converted_data import MODALITY_CHANNELS, VIDEO_FORMAT_VERSION
 from datasets.formats.shards import INDEX_SUFFIX
 from tf_compat import tf
 
 __all__ = ['MODALITIES', 'FORMAT_VERSION', 'DEFAULT_CHUNK_FRAMES', 'RECORD_OVERHEAD',
-           'frame_feature_keys', 'chunk_bounds', 'video_chunks', 'index_entry', 'index_path',
-           'parse_index_entry', 'parse_chunks']
+           'VideoHeader', 'frame_feature_keys', 'chunk_bounds', 'video_chunks', 'index_entry',
+           'index_path', 'parse_index_entry', 'parse_chunks']
 
 MODALITIES = MODALITY_CHANNELS   # modality -> channels
 FORMAT_VERSION = VIDEO_FORMAT_VERSION
@@ -102,16 +104,26 @@ def chunk_bounds(num_frames, chunk_frames):
   return list(range(0, num_frames, chunk_frames)) + [num_frames]
 
 
-def video_chunks(frames, *, modality, label, label_string, video_id, data_path, height,
-                 width, frame_rate, chunk_frames=DEFAULT_CHUNK_FRAMES):
+@dataclasses.dataclass(frozen=True)
+class VideoHeader:
+  """What each chunk record of one video repeats in its context (the module docstring's
+  keys in brackets)."""
+  modality: str        # 'rgb' or 'flow' [clip/modality, image/channels]
+  label: int           # class index, 0-based [clip/label/index]
+  label_string: str    # class name [clip/label/string]
+  video_id: str        # unique per split [example/id, clip/media_id]
+  data_path: str       # the source path relative to the video root [clip/data_path]
+  height: int          # frame size after resizing [image/height, image/width]
+  width: int
+  frame_rate: float    # stored frames per second [image/frame_rate]
+
+
+def video_chunks(frames, header, chunk_frames=DEFAULT_CHUNK_FRAMES):
   """The chunk records of one video.
 
   Args:
     frames: rgb: a list of JPEG bytes, one per frame; flow: a list of (u JPEG, v JPEG).
-    modality: 'rgb' or 'flow'.
-    label, label_string: class index (0-based) and class name.
-    video_id, data_path: the video's id and its path relative to the video root.
-    height, width: frame size; frame_rate: stored frames per second.
+    header: the video's VideoHeader.
     chunk_frames: frames per chunk (the last chunk may hold fewer).
 
   Returns:
@@ -119,35 +131,44 @@ def video_chunks(frames, *, modality, label, label_string, video_id, data_path, 
     deterministically (maps in key order): the same video gives the same bytes in any
     process, so a rebuilt shard is byte-identical to the original.
   """
-  keys = frame_feature_keys(modality)
+  keys = frame_feature_keys(header.modality)
   if not frames:
-    raise ValueError('video %s has no frames' % video_id)
+    raise ValueError('video %s has no frames' % header.video_id)
   bounds = chunk_bounds(len(frames), chunk_frames)
-  context = {
-      'clip/label/index': _int64([label]),
-      'clip/label/string': _bytes([label_string.encode('utf-8')]),
-      'example/id': _bytes([video_id.encode('utf-8')]),
-      'clip/media_id': _bytes([video_id.encode('utf-8')]),
-      'clip/data_path': _bytes([data_path.encode('utf-8')]),
-      'image/height': _int64([height]),
-      'image/width': _int64([width]),
-      'image/channels': _int64([MODALITIES[modality]]),
-      'image/frame_rate': _float(frame_rate),
-      'image/format': _bytes([b'jpeg']),
-      'clip/modality': _bytes([modality.encode('ascii')]),
-      'clip/num_frames': _int64([len(frames)]),
-  }
-  records = []
-  for first, end in zip(bounds[:-1], bounds[1:]):
-    part = frames[first:end]
-    per_key = [part] if modality == 'rgb' else [[f[0] for f in part], [f[1] for f in part]]
-    features = dict(context, **{'chunk/first_frame': _int64([first])})
-    records.append(tf.train.SequenceExample(
-        context=tf.train.Features(feature=features),
-        feature_lists=tf.train.FeatureLists(feature_list={
-            key: tf.train.FeatureList(feature=[_bytes([jpeg]) for jpeg in jpegs])
-            for key, jpegs in zip(keys, per_key)})).SerializeToString(deterministic=True))
+  context = _video_context(header, len(frames))
+  records = [_chunk_record(context, keys, first, frames[first:end])
+             for first, end in zip(bounds[:-1], bounds[1:])]
   return records, bounds
+
+
+def _video_context(header, num_frames):
+  """The context features every chunk of the video repeats."""
+  return {
+      'clip/label/index': _int64([header.label]),
+      'clip/label/string': _bytes([header.label_string.encode('utf-8')]),
+      'example/id': _bytes([header.video_id.encode('utf-8')]),
+      'clip/media_id': _bytes([header.video_id.encode('utf-8')]),
+      'clip/data_path': _bytes([header.data_path.encode('utf-8')]),
+      'image/height': _int64([header.height]),
+      'image/width': _int64([header.width]),
+      'image/channels': _int64([MODALITIES[header.modality]]),
+      'image/frame_rate': _float(header.frame_rate),
+      'image/format': _bytes([b'jpeg']),
+      'clip/modality': _bytes([header.modality.encode('ascii')]),
+      'clip/num_frames': _int64([num_frames]),
+  }
+
+
+def _chunk_record(context, keys, first, part):
+  """One chunk's serialized SequenceExample: `part`, the frames from frame `first` on,
+  one feature list per key of `keys` (rgb: the JPEGs; flow: u and v of each pair)."""
+  per_key = [part] if len(keys) == 1 else [[f[0] for f in part], [f[1] for f in part]]
+  features = dict(context, **{'chunk/first_frame': _int64([first])})
+  return tf.train.SequenceExample(
+      context=tf.train.Features(feature=features),
+      feature_lists=tf.train.FeatureLists(feature_list={
+          key: tf.train.FeatureList(feature=[_bytes([jpeg]) for jpeg in jpegs])
+          for key, jpegs in zip(keys, per_key)})).SerializeToString(deterministic=True)
 
 
 def index_entry(video_id, label, frame_bounds, byte_bounds):

@@ -16,7 +16,7 @@ from absl import flags
 from PIL import Image
 
 from datasets.conversion import video_shards
-from datasets.formats import converted_data
+from datasets.formats import converted_data, video_records
 from deployment.cluster import preflight
 from deployment.session.gpu_options import check_gpu_options
 from training import lifecycle, optimization, optimizer_checks
@@ -128,10 +128,10 @@ def _tiny_ucf101(directory, num_shards):
   buffer = io.BytesIO()
   Image.new('RGB', (8, 8)).save(buffer, format='JPEG')
   for index in range(num_shards):
-    video = video_shards.chunk_video(
-        [buffer.getvalue()], modality='rgb', label=index, label_string='c%d' % index,
-        video_id='v%d' % index, data_path='c%d/v%d.avi' % (index, index), height=8,
-        width=8, frame_rate=25.0, chunk_frames=8)
+    header = video_records.VideoHeader(
+        modality='rgb', label=index, label_string='c%d' % index, video_id='v%d' % index,
+        data_path='c%d/v%d.avi' % (index, index), height=8, width=8, frame_rate=25.0)
+    video = video_shards.chunk_video([buffer.getvalue()], header, chunk_frames=8)
     video_shards.write_video_shard([video], str(directory), 'train', index, num_shards)
   converted_data.write_converted_info(str(directory), 'ucf101',
                                       ['c%d' % i for i in range(101)], 3,

@@ -17,10 +17,10 @@ def _frames(video, count):
 
 
 def _chunked(video_id, count, chunk_frames, label=1):
-  return video_shards.chunk_video(
-      _frames(video_id, count), modality='rgb', label=label, label_string='class1',
-      video_id=video_id, data_path='c/%s.avi' % video_id, height=4, width=6,
-      frame_rate=25.0, chunk_frames=chunk_frames)
+  header = video_records.VideoHeader(
+      modality='rgb', label=label, label_string='class1', video_id=video_id,
+      data_path='c/%s.avi' % video_id, height=4, width=6, frame_rate=25.0)
+  return video_shards.chunk_video(_frames(video_id, count), header, chunk_frames)
 
 
 def _record_at(data, offset):
@@ -71,9 +71,10 @@ def test_chunks_tile_the_video_and_the_index_addresses_them(tmp_path):
 
 def test_flow_chunks_hold_u_and_v(tmp_path):
   pairs = [(b'u%d' % i, b'v%d' % i) for i in range(5)]
-  video = video_shards.chunk_video(pairs, modality='flow', label=0, label_string='x',
-                                   video_id='f', data_path='f.avi', height=2, width=2,
-                                   frame_rate=0.0, chunk_frames=2)
+  header = video_records.VideoHeader(modality='flow', label=0, label_string='x',
+                                     video_id='f', data_path='f.avi', height=2, width=2,
+                                     frame_rate=0.0)
+  video = video_shards.chunk_video(pairs, header, chunk_frames=2)
   shard = video_shards.write_video_shard([video], str(tmp_path), 'test', 0, 1)
   (entry, chunks), = list(video_shards.read_video_shard(shard))
   assert entry['frame_bounds'] == [0, 2, 4, 5]

@@ -77,10 +77,10 @@ def _write(tmp_path_factory, name, videos, modality, num_shards, chunk_frames):
     else:
       frames = [_flow_frame(i, height, width) for i in range(length)]
     stored[video_id] = (label, frames, height, width)
-    records.append(video_shards.chunk_video(
-        frames, modality=modality, label=label, label_string='class%d' % label,
-        video_id=video_id, data_path='%s.avi' % video_id, height=height, width=width,
-        frame_rate=25.0, chunk_frames=chunk_frames))
+    header = video_records.VideoHeader(
+        modality=modality, label=label, label_string='class%d' % label, video_id=video_id,
+        data_path='%s.avi' % video_id, height=height, width=width, frame_rate=25.0)
+    records.append(video_shards.chunk_video(frames, header, chunk_frames))
   for index in range(num_shards):  # contiguous runs of videos, as the converter cuts them
     part = records[index * len(records) // num_shards:(index + 1) * len(records) // num_shards]
     video_shards.write_video_shard(part, directory, 'train', index, num_shards)

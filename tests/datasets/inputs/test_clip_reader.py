@@ -44,10 +44,10 @@ def long_video(tmp_path_factory):
   frames = {'short1': [_noise_jpeg(1000 + i) for i in range(5)],
             'long': [_noise_jpeg(i) for i in range(LONG)],
             'short2': [_noise_jpeg(2000 + i) for i in range(70)]}
-  videos = [video_shards.chunk_video(frames[v], modality='rgb', label=i, label_string='c',
-                                     video_id=v, data_path=v, height=32, width=32,
-                                     frame_rate=25.0, chunk_frames=CHUNK)
-            for i, v in enumerate(frames)]
+  headers = [video_records.VideoHeader(modality='rgb', label=i, label_string='c', video_id=v,
+                                       data_path=v, height=32, width=32, frame_rate=25.0)
+             for i, v in enumerate(frames)]
+  videos = [video_shards.chunk_video(frames[h.video_id], h, CHUNK) for h in headers]
   shard = video_shards.write_video_shard(videos, directory, 'train', 0, 1)
   entries = {entry['video_id']: entry for entry, _ in video_shards.read_video_shard(shard)}
   return directory, shard, frames, entries
