@@ -174,6 +174,27 @@ def _resolve_weight_decay(spec, weight_decay):
   return float(weight_decay)
 
 
+def _check_num_classes(num_classes):
+  """None, 0 (the pre-logits features) or a positive int."""
+  if num_classes is not None and not (
+      isinstance(num_classes, numbers.Integral) and not isinstance(num_classes, bool)
+      and num_classes >= 0):
+    raise ValueError(f'num_classes must be None or an int >= 0, got {num_classes!r}')
+
+
+def _scope_kwargs(spec, weight_decay, batch_norm_decay):
+  """The arguments of the net's arg scope: the resolved weight decay, and the batch norm
+  decay when one is given (refused for a net whose arg scope has none)."""
+  scope_kwargs = {'weight_decay': weight_decay}
+  if batch_norm_decay is not None:
+    if _signature_default(spec.arg_scope_fn, 'batch_norm_decay') is inspect.Parameter.empty:
+      raise ValueError(f'network {spec.name!r} has no batch_norm_decay in its arg scope')
+    if not (isinstance(batch_norm_decay, numbers.Real) and 0 < batch_norm_decay < 1):
+      raise ValueError(f'batch_norm_decay must be in (0, 1), got {batch_norm_decay!r}')
+    scope_kwargs['batch_norm_decay'] = float(batch_norm_decay)
+  return scope_kwargs
+
+
 def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
                    batch_norm_decay=None, **net_kwargs):
   """Returns `network_fn(inputs, **kwargs) -> (logits, end_points)` for `name`.
@@ -203,19 +224,10 @@ def get_network_fn(name, num_classes, weight_decay=None, is_training=False,
       the net does not take.
   """
   spec = get_network_spec(name)
-  if num_classes is not None and not (
-      isinstance(num_classes, numbers.Integral) and not isinstance(num_classes, bool)
-      and num_classes >= 0):
-    raise ValueError(f'num_classes must be None or an int >= 0, got {num_classes!r}')
+  _check_num_classes(num_classes)
   weight_decay = _resolve_weight_decay(spec, weight_decay)
   _check_net_kwargs(spec, net_kwargs)
-  scope_kwargs = {'weight_decay': weight_decay}
-  if batch_norm_decay is not None:
-    if _signature_default(spec.arg_scope_fn, 'batch_norm_decay') is inspect.Parameter.empty:
-      raise ValueError(f'network {spec.name!r} has no batch_norm_decay in its arg scope')
-    if not (isinstance(batch_norm_decay, numbers.Real) and 0 < batch_norm_decay < 1):
-      raise ValueError(f'batch_norm_decay must be in (0, 1), got {batch_norm_decay!r}')
-    scope_kwargs['batch_norm_decay'] = float(batch_norm_decay)
+  scope_kwargs = _scope_kwargs(spec, weight_decay, batch_norm_decay)
 
   @functools.wraps(spec.net_fn)
   def network_fn(inputs, **kwargs):
