@@ -1,21 +1,27 @@
 """The entry scripts on a user mistake: exit status 2 and ONE line `error: ...` on stderr.
 
-Each case is one real `python train_image_classifier.py ...` (or eval.py) process, the
-module starts them all at once, a few in parallel, and each test reads its result. One case
-of each script (`FRESH`) runs in the user's environment without the variables that hide
-TensorFlow's notices, so it starts fresh (tests/prestarted.py) and its one line says that
-the entry hides them itself; the others keep this environment and are forked (a fresh start
-is about 5 s, all of it start-up).
-Every training case also passes --max_number_of_steps=1 and a temporary --train_dir, so a
-check that wrongly lets a case through trains one step instead of forever.
+One case is the contract of train_image_classifier.py itself: a real `python
+train_image_classifier.py --batch_size=-1 ...` in a fresh process, in the user's
+environment without the variables that hide TensorFlow's notices, so its one line says
+the entry hides them itself. The other cases call what the entries' mains call, in this
+process (tests/train_main.py; eval.py's steps below), and read the printed lines with
+capsys. Every training case also passes --max_number_of_steps=1 and a temporary
+--train_dir, so a check that wrongly lets a case through trains one step instead of
+forever.
 """
 
-import concurrent.futures
 import os
 import subprocess
 import sys
 
 import pytest
+
+from core import errors
+from core.params import config_from_argv
+from evaluation import run
+from evaluation.config import EvalConfig
+from evaluation.setup import from_run_records
+from tests.train_main import train_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,8 +55,20 @@ CASES = {
         ['--checkpoint_path', 'no_such_model.ckpt-5']),
 }
 
+FRESH = 'negative_batch_size'   # train_image_classifier.py's contract: a real process.
 
-FRESH = ('negative_batch_size', 'eval_missing_checkpoint')
+
+def eval_main(argv):
+  """eval.py's main in this process: its exit status for `argv`."""
+  results = []
+  try:
+    config, settings = from_run_records(*config_from_argv(EvalConfig, argv))
+    for result in run.evaluations(config, settings):
+      print(run.summary(result), flush=True)
+      results.append(result)
+  except errors.EXPECTED as error:
+    return errors.report(error)
+  return run.exit_status(config, results)
 
 
 def quiet_env():
@@ -62,33 +80,31 @@ def quiet_env():
   return env
 
 
-@pytest.fixture(scope='module')
-def results(digits_dir, tmp_path_factory):
-  """{case id: CompletedProcess}, all cases run at once, up to one per core at a time."""
-  def run(case):
-    script, args, _ = CASES[case]
-    tmp = str(tmp_path_factory.mktemp(case))
-    argv = [sys.executable, script] + [a.format(data=digits_dir, tmp=tmp) for a in args]
-    env = quiet_env() if case in FRESH else dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-  workers = os.cpu_count() or 2
-  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-    futures = {case: pool.submit(run, case) for case in CASES}
-    return {case: future.result() for case, future in futures.items()}
-
-
-@pytest.mark.parametrize('case', list(CASES))
-def test_bad_flags_exit_2_with_one_error_line(results, case):
-  result = results[case]
-  report = 'exit %d\nstdout:\n%s\nstderr:\n%s' % (result.returncode, result.stdout,
-                                                  result.stderr)
-  assert 'Traceback' not in result.stderr + result.stdout, report
-  assert result.returncode == 2, report
-  lines = result.stderr.splitlines()
+def assert_one_error_line(status, stdout, stderr, texts):
+  report = 'exit %d\nstdout:\n%s\nstderr:\n%s' % (status, stdout, stderr)
+  assert 'Traceback' not in stderr + stdout, report
+  assert status == errors.USAGE, report
+  lines = stderr.splitlines()
   assert len(lines) == 1, report           # nothing else: no TensorFlow start-up notices
   assert lines[0].startswith('error: '), report
   assert lines[0][len('error: '):].strip(), report
-  for text in CASES[case][2]:
+  for text in texts:
     assert text in lines[0], report
+
+
+def test_the_script_exits_2_with_one_error_line_and_no_tensorflow_notices(digits_dir,
+                                                                          tmp_path):
+  script, args, texts = CASES[FRESH]
+  argv = [sys.executable, script] + [a.format(data=digits_dir, tmp=tmp_path) for a in args]
+  result = subprocess.run(argv, cwd=ROOT, env=quiet_env(), capture_output=True, text=True,
+                          timeout=300)
+  assert_one_error_line(result.returncode, result.stdout, result.stderr, texts)
+
+
+@pytest.mark.parametrize('case', [case for case in CASES if case != FRESH])
+def test_bad_flags_exit_2_with_one_error_line(digits_dir, tmp_path, capsys, case):
+  script, args, texts = CASES[case]
+  argv = [a.format(data=digits_dir, tmp=tmp_path) for a in args]
+  status = (train_main if script == TRAIN else eval_main)(argv)
+  printed = capsys.readouterr()
+  assert_one_error_line(status, printed.out, printed.err, texts)

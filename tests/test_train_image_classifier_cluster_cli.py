@@ -2,18 +2,18 @@
 line `error: ...` naming the flag or TF_CONFIG, before any server starts.
 
 (The rules themselves are unit-tested in tests/deployment/cluster/test_ps_cluster.py and
-tests/training/test_lifecycle.py; these check that the entry script reports them.)
+tests/training/test_lifecycle.py; these check that the entry's main reports them. They
+call its steps in this process, tests/train_main.py; the script's own contract, a fresh
+process, is tests/test_train_image_classifier_cli.py's.)
 """
 
-import concurrent.futures
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from deployment.cluster import ps_cluster
+from tests.train_main import train_main
+
 VALID = ['--dataset_name=digits', '--dataset_dir={data}', '--model_name=lenet',
          '--train_dir={tmp}/train', '--max_number_of_steps=1']
 CLUSTER = ['--ps_hosts=127.0.0.1:1', '--worker_hosts=127.0.0.1:2,127.0.0.1:3']
@@ -29,32 +29,20 @@ CASES = {
 }
 
 
-@pytest.fixture(scope='module')
-def results(digits_dir, tmp_path_factory):
-  def run(case):
-    args, tf_config, _ = CASES[case]
-    tmp = str(tmp_path_factory.mktemp(case))
-    env = {k: v for k, v in os.environ.items() if k not in ('TF_CONFIG', 'PYTHONWARNINGS',
-                                                             'TF_CPP_MIN_LOG_LEVEL')}
-    env['PYTHONPATH'] = ROOT
-    if tf_config:
-      env['TF_CONFIG'] = tf_config
-    argv = [sys.executable, 'train_image_classifier.py'] + [
-        a.format(data=digits_dir, tmp=tmp) for a in args]
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-
-  with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-    futures = {case: pool.submit(run, case) for case in CASES}
-    return {case: future.result() for case, future in futures.items()}
-
-
 @pytest.mark.parametrize('case', list(CASES))
-def test_cluster_mistakes_exit_2_with_one_error_line(results, case):
-  result = results[case]
-  report = 'exit %d\nstderr:\n%s' % (result.returncode, result.stderr)
-  assert result.returncode == 2, report
-  lines = result.stderr.splitlines()
+def test_cluster_mistakes_exit_2_with_one_error_line(digits_dir, tmp_path, capsys,
+                                                     monkeypatch, case):
+  def no_server(*args, **kwargs):
+    raise AssertionError('a server was started: %r %r' % (args, kwargs))
+
+  monkeypatch.setattr(ps_cluster, 'start_server', no_server)
+  args, tf_config, texts = CASES[case]
+  environ = {'TF_CONFIG': tf_config} if tf_config else {}
+  status = train_main([a.format(data=digits_dir, tmp=tmp_path) for a in args], environ)
+  stderr = capsys.readouterr().err
+  report = 'exit %d\nstderr:\n%s' % (status, stderr)
+  assert status == 2, report
+  lines = stderr.splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: '), report
-  for text in CASES[case][2]:
+  for text in texts:
     assert text in lines[0], report
