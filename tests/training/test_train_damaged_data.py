@@ -1,18 +1,17 @@
 """Training on damaged video records: clips whose frames do not decode are skipped, named
 once, counted in the log and in the chief's TensorBoard; past --max_damaged_fraction the
-run stops with one line and status 3 (the real train_image_classifier.py); a truncated
-shard stops it with one line naming the file and the command that rebuilds it. The
-records are copies of tests/video_testdata.py's, damaged by tests/damaged_data.py; counts
-are read back from the event files with TensorBoard's EventAccumulator. A truncated shard
-is shown on digits (TensorFlow's reader's error; LeNet builds in a second) and on video
-records (the chunk reader's reads by byte range, which name the video too)."""
+run stops with one line and status 3 (train_image_classifier.py's main, called in this
+process: tests/train_main.py); a truncated shard stops it with one line naming the file
+and the command that rebuilds it. The records are copies of tests/video_testdata.py's,
+damaged by tests/damaged_data.py; counts are read back from the event files with
+TensorBoard's EventAccumulator. A truncated shard is shown on digits (TensorFlow's
+reader's error; LeNet builds in a second) and on video records (the chunk reader's reads
+by byte range, which name the video too)."""
 
 import glob
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -20,10 +19,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from core import errors
 from datasets.formats import damaged_shards
 from tests import damaged_data, video_testdata
+from tests.train_main import train_main
 from training import train as train_module
 from training.config import TrainConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FLAGS = dict(dataset_name='video_folder', model_name='i3d', num_clones=1, clone_on_cpu=True,
              batch_size=2, clip_frames=4, train_image_size=32,
              depth_multiplier=video_testdata.DEPTH, optimizer='sgd', learning_rate=0.01,
@@ -73,17 +72,17 @@ def test_damaged_clips_are_skipped_named_once_and_counted(damaged, tmp_path, cap
 
 
 @pytest.mark.slow
-def test_too_many_damaged_videos_stop_with_one_line_and_status_3(damaged, tmp_path):
+def test_too_many_damaged_videos_stop_with_one_line_and_status_3(damaged, tmp_path,
+                                                                  capsys):
   directory, video, shard = damaged
   flags = ['--%s=%s' % item for item in FLAGS.items()]
   train_dir = tmp_path / 'train'
-  result = subprocess.run(
-      [sys.executable, 'train_image_classifier.py', '--dataset_dir=%s' % directory,
-       '--train_dir=%s' % train_dir, '--max_number_of_steps=50'] + flags, cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
-  report = 'exit %d\n%s' % (result.returncode, result.stderr)
-  assert result.returncode == errors.DATA and 'Traceback' not in result.stderr, report
-  [line] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  status = train_main(['--dataset_dir=%s' % directory, '--train_dir=%s' % train_dir,
+                       '--max_number_of_steps=50'] + flags)
+  stderr = capsys.readouterr().err
+  report = 'exit %d\n%s' % (status, stderr)
+  assert status == errors.DATA and 'Traceback' not in stderr, report
+  [line] = [line for line in stderr.splitlines() if line.startswith('error:')]
   assert re.fullmatch(
       r'error: 1 video of video_folder/train has frames that do not decode \(\d+ clips '
       r'skipped\), more than --max_damaged_fraction=0.01 allows \(0 of the \d+ videos this '
@@ -135,7 +134,7 @@ def test_a_cut_video_shard_stops_training_with_the_rebuild_command(tmp_path_fact
 
 @pytest.mark.slow
 def test_an_index_cut_into_a_header_stops_training_before_its_graph(tmp_path_factory,
-                                                                    tmp_path):
+                                                                    tmp_path, capsys):
   """TensorFlow reads an index cut inside an entry's 12-byte header without an error, one
   video short (training ran on 5 of 6 videos, exit 0): refused with the damaged-shard line
   and status 3, before a graph or a checkpoint. The intact copies above train."""
@@ -144,13 +143,12 @@ def test_an_index_cut_into_a_header_stops_training_before_its_graph(tmp_path_fac
   index = os.path.join(directory, 'train-00001-of-00002.index')
   expected = damaged_data.cut_into_last_header(index)
   train_dir = tmp_path / 'train'
-  result = subprocess.run(
-      [sys.executable, 'train_image_classifier.py', '--dataset_dir=%s' % directory,
-       '--train_dir=%s' % train_dir, '--max_number_of_steps=2']
-      + ['--%s=%s' % item for item in FLAGS.items()], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
-  report = 'exit %d\n%s' % (result.returncode, result.stderr)
-  assert result.returncode == errors.DATA and 'Traceback' not in result.stderr, report
-  [line] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  flags = ['--%s=%s' % item for item in FLAGS.items()]
+  status = train_main(['--dataset_dir=%s' % directory, '--train_dir=%s' % train_dir,
+                       '--max_number_of_steps=2'] + flags)
+  stderr = capsys.readouterr().err
+  report = 'exit %d\n%s' % (status, stderr)
+  assert status == errors.DATA and 'Traceback' not in stderr, report
+  [line] = [line for line in stderr.splitlines() if line.startswith('error:')]
   assert line == expected, report
   assert not glob.glob(str(train_dir / 'model.ckpt-*'))
