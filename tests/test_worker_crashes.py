@@ -7,6 +7,11 @@ file again on the replacement, the test first: here 13 crashes of one 2-second t
 xdist's limit of restarts (12 x 600 s in the suite, past CI's 90 minutes), on the Intel
 host a session that waited forever. With pytest.ini's settings the same files end at
 once.
+
+Its processes are the point (a pytest controller and its workers), and none of them
+imports TensorFlow (test_d_fine checks it in a worker): the inner run's conftest takes
+only the suite's two hooks, whose module (tests/worker_crashes.py) imports pytest and the
+standard library.
 """
 
 import configparser
@@ -14,8 +19,6 @@ import os
 import subprocess
 import sys
 import textwrap
-
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,7 +49,13 @@ FILES = {
         def test_after_it():
           pass
         """,
-    'test_d_fine.py': 'def test_one():\n  pass\ndef test_two():\n  pass\n',
+    'test_d_fine.py': """
+        import sys
+        def test_one():
+          pass
+        def test_two():  # The inner run's workers start without TensorFlow.
+          assert 'tensorflow' not in sys.modules
+        """,
     'test_e_fine.py': 'def test_one():\n  pass\n',
 }
 
@@ -60,7 +69,6 @@ def _suite_ini(path):
     ini.write(stream)
 
 
-@pytest.mark.fresh_start
 def test_a_stuck_or_dying_test_fails_by_its_name_and_the_run_ends(tmp_path):
   for name, text in FILES.items():
     (tmp_path / name).write_text(textwrap.dedent(text))
