@@ -2,24 +2,36 @@
 
 Every test starts its tasks with deployment.cluster.launch_local.LocalCluster (one log per task)
 and kills them all on the way out. A kill is SIGKILL: the task gets no chance to clean up.
+
+Each task is a fresh interpreter importing TensorFlow (seconds of CPU), so rows that one
+job can meet in turn share its run: a synchronous job sees its worker preempted, killed,
+restarted with other flags and rejoining, then its chief lost inside an update; the
+relaunch after a parameter server's loss meets a damaged shard; a job without ps is
+killed, frozen and stopped, relaunched after each. A task that never arrives is never
+started (its port refuses connections, as a killed one's does).
 """
 
 import functools
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
+from core.params import config_from_argv
 from deployment.cluster.launch_local import LocalCluster
+from deployment.cluster.process_guards import die_with_parent
 from tf_compat import tf
 from tests.cluster_tasks import (ROOT, TRAIN_SCRIPT, assert_clean_log, checkpoint_steps,
                                  error_lines, last_start, log_text, ready_steps, steps,
                                  train_flags, trainer, wait_for, wait_for_step, WAIT_SECS)
-from tests import leftovers
+from training import lifecycle
+from training.config import TrainConfig
 
 pytestmark = pytest.mark.cluster
 
@@ -32,146 +44,148 @@ def _assert_all_exit_0(cluster):
     assert_clean_log(last_start(text), task.name)
 
 
-def test_non_chief_worker_stopped_or_killed_and_restarted_rejoins(digits_dir, tmp_path):
-  """Synchronous. Worker 1 is preempted (SIGTERM: status 0 at a step boundary), restarted,
-  then dies (SIGKILL) and is restarted again; training ends at its last step."""
-  flags = train_flags(digits_dir, tmp_path / 'train', sync_replicas=True,
-                      replicas_to_aggregate=2, max_number_of_steps=60)
-  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
+# The chief lost inside a synchronous update, made on purpose (this test's own process, at
+# the parameter server, so the cluster runs without a private network namespace): once the
+# chief is frozen, waits until worker 1 has sent its gradient for the current step
+# (deployment.sync_replicas records the last step each worker sent one for: from then on it
+# can only wait for a token), calls `kill_chief`, then empties every gradient accumulator
+# (shared_name '<variable>:0/grad_accum') as a chief's update does before it applies them
+# (an empty one has nothing to give: its take times out), and applies nothing: the update a
+# chief lost half-way. Returns (accumulators, gradients taken).
+def _take_the_gradients_of_a_lost_update(ps_target, checkpoint, kill_chief):
+  reader = tf.train.load_checkpoint(checkpoint)
+  dtypes = reader.get_variable_to_dtype_map()
+  timeout = tf.RunOptions(timeout_in_ms=10000)
+  with tf.Graph().as_default():
+    takes = []
+    with tf.device('/job:ps/task:0/device:CPU:0'):
+      global_step = tf.Variable(0, dtype=tf.int64, name='global_step')
+      submitted = tf.Variable(tf.zeros([2], tf.int64), name='sync_replicas_state/submitted')
+      for name, shape in sorted(reader.get_variable_to_shape_map().items()):
+        if name != 'global_step' and not name.startswith('input_position_'):  # variables
+          accumulator = tf.ConditionalAccumulator(dtypes[name], shape=shape,
+                                                  shared_name=name + ':0/grad_accum')
+          takes.append(accumulator.take_grad(1))
+    taken = 0
+    with tf.Session(ps_target, config=tf.ConfigProto(device_filters=['/job:ps'])) as sess:
+      deadline = time.time() + 60
+      while True:
+        step, sent = sess.run([global_step.value(), submitted.value()], options=timeout)
+        if sent[1] >= step:
+          break
+        assert time.time() < deadline, 'worker 1 sent no gradient for step %d in 60 s' % step
+        time.sleep(0.1)
+      kill_chief()
+      for take in takes:
+        try:
+          sess.run(take, options=tf.RunOptions(timeout_in_ms=3000))
+          taken += 1
+        except tf.errors.DeadlineExceededError:
+          pass
+  return len(takes), taken
+
+
+def _step_again(cluster, name, what):
+  wait_for(lambda: steps(last_start(log_text(cluster.task(name)))), what, cluster=cluster)
+
+
+def test_a_synchronous_job_rejoins_its_workers_and_replaces_a_chief_lost_inside_an_update(
+    digits_dir, tmp_path):
+  """One synchronous job (TF_CONFIG addressing) through the rows of a worker and a chief
+  lost, in turn, each start a task's own:
+
+  1. Worker 1 is preempted (SIGTERM: status 0 at a step boundary, 'leaves: stopped') and
+     restarted; then dies (SIGKILL).
+  2. Restarted with another batch size, it refuses before its first step (status 2, one
+     line naming the flag with both values and both digests) and leaves for good.
+  3. Restarted with the chief's flags, it rejoins at the current step (>= 10).
+  4. The chief is lost inside its update: frozen (SIGSTOP) until worker 1 has sent its
+     gradient for the current step, killed, and the accumulators emptied: the state a
+     chief killed inside its update leaves (seen in a full-suite run: the gradients taken,
+     global_step not advanced, no tokens handed out, worker 1 waiting for one). With TF's
+     optimizer both waited until the step timeout and exited 138 (a stress loop of chief
+     kills at random moments hit that state in about 1 run in 7; the parameter server
+     logged the accumulators' time step one ahead of global_step).
+  5. The restarted chief skips the step in flight and hands every worker a token for the
+     next (deployment.sync_replicas); it continues from the step the cluster had reached,
+     never below it nor below the checkpoint, and the job ends at its last step, every
+     task with status 0."""
+  train_dir = tmp_path / 'train'
+  last = 100
+  flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
+                      max_number_of_steps=last, save_interval_secs=1, step_timeout_secs=90)
+  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'), isolation='none',
+                    addressing='tf_config') as cluster:
+    worker_1 = cluster.task('worker-1')
     wait_for_step(cluster, 'worker-1', 10)
     cluster.signal('worker-1', signal.SIGTERM)
     assert cluster.wait('worker-1', 30) == 0
-    stopped = log_text(cluster.task('worker-1'))
+    stopped = log_text(worker_1)
     assert_clean_log(stopped)
     assert 'Worker 1 leaves: stopped' in stopped
     cluster.start_task('worker-1')
-    wait_for(lambda: steps(last_start(log_text(cluster.task('worker-1')))),
-             'worker 1 to step again', cluster=cluster)
+    _step_again(cluster, 'worker-1', 'worker 1 to step again')
     cluster.signal('worker-1', signal.SIGKILL)
     assert cluster.wait('worker-1', 30) == 128 + signal.SIGKILL
+
+    cluster.command_line = trainer(flags + ['--batch_size=32'])  # This start's only.
     cluster.start_task('worker-1')
-    _assert_all_exit_0(cluster)
-    rejoined = last_start(log_text(cluster.task('worker-1')))
-    assert ready_steps(rejoined)[0] >= 10
-    assert 'Worker 1 leaves: finished' in rejoined
-  assert checkpoint_steps(tmp_path / 'train')[-1] == 60
+    assert cluster.wait('worker-1', WAIT_SECS) == 2, log_text(worker_1)[-3000:]
+    refused = last_start(log_text(worker_1))
+    line, = error_lines(refused)
+    assert line.startswith('error: worker 1 does not train what the chief trains: '
+                           '--batch_size=32 here, --batch_size=16 on the chief (worker 0)')
+    assert steps(refused) == []  # Refused before any step.
+    assert 'Worker 1 leaves: failed (ConfigError), for good' in refused
+    chiefs = re.search(r'Settings every worker must share: digest (\w+)',
+                       log_text(cluster.chief))
+    assert line.endswith(', %s on the chief)' % chiefs.group(1)), line
 
+    cluster.command_line = trainer(flags)
+    cluster.start_task('worker-1')
+    _step_again(cluster, 'worker-1', 'worker 1 to rejoin')
+    assert ready_steps(last_start(log_text(worker_1)))[0] >= 10
 
-def test_chief_killed_and_restarted_resumes_without_going_back(digits_dir, tmp_path):
-  """TF_CONFIG addressing. The chief dies after a checkpoint; restarted, it continues
-  from the step the cluster had reached: never below it nor below the checkpoint."""
-  train_dir = tmp_path / 'train'
-  flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
-                      max_number_of_steps=60, save_interval_secs=1)
-  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'),
-                    addressing='tf_config') as cluster:
-    wait_for_step(cluster, 'worker-0', 15)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
-    cluster.signal('worker-0', signal.SIGKILL)
-    cluster.wait('worker-0', 30)
-    reached = max(max(steps(log_text(t)) or [0]) for t in cluster.tasks if t.job == 'worker')
+    cluster.signal('worker-0', signal.SIGSTOP)
+    checkpoint = str(train_dir / ('model.ckpt-%d' % checkpoint_steps(train_dir)[-1]))
+    reached = []
+
+    def kill_chief():
+      cluster.signal('worker-0', signal.SIGKILL)
+      cluster.wait('worker-0', 30)
+      reached.append(max(max(steps(log_text(t)) or [0]) for t in cluster.tasks
+                         if t.job == 'worker'))
+
+    accumulators, taken = _take_the_gradients_of_a_lost_update(
+        'grpc://' + cluster.hosts('ps')[0], checkpoint, kill_chief)
+    assert accumulators == 8, (accumulators, taken)
+    assert worker_1.process.poll() is None  # Waiting for a token.
     saved = checkpoint_steps(train_dir)[-1]
     cluster.start_task('worker-0')
     _assert_all_exit_0(cluster)
     restarted = last_start(log_text(cluster.chief))
     assert 'from TF_CONFIG' in restarted
+    assert 'Rejoining a synchronous job in progress' in restarted
     resumed_at = ready_steps(restarted)[0]
-    assert resumed_at >= max(reached, saved), (resumed_at, reached, saved)
+    assert resumed_at >= max(reached[0], saved), (resumed_at, reached, saved)
     later = steps(restarted)
-    assert later == sorted(later) and later[-1] == 60
-  assert checkpoint_steps(train_dir)[-1] == 60
+    assert later == sorted(later) and later[-1] == last
+    assert 'Worker 1 leaves: finished' in last_start(log_text(worker_1))
+  assert checkpoint_steps(train_dir)[-1] == last
 
 
-# Run inside the cluster's network once the chief is frozen: waits until worker 1 has
-# sent its gradient for the current step (deployment.sync_replicas records the last step
-# each worker sent one for: from then on it can only wait for a token), says so, and
-# once told (a line on stdin: the chief is dead by then) empties
-# every gradient accumulator (shared_name '<variable>:0/grad_accum') as a chief's update
-# does before it applies them (an empty one has nothing to give: its take times out),
-# and applies nothing: the update a chief lost half-way.
-_TAKE_GRADIENTS = """
-import sys, time
-from tf_compat import tf
-target, checkpoint = sys.argv[1:]
-reader = tf.train.load_checkpoint(checkpoint)
-dtypes = reader.get_variable_to_dtype_map()
-with tf.Graph().as_default():
-  takes = []
-  with tf.device('/job:ps/task:0/device:CPU:0'):
-    global_step = tf.Variable(0, dtype=tf.int64, name='global_step')
-    submitted = tf.Variable(tf.zeros([2], tf.int64), name='sync_replicas_state/submitted')
-    for name, shape in sorted(reader.get_variable_to_shape_map().items()):
-      if name != 'global_step' and not name.startswith('input_position_'):  # variables
-        accumulator = tf.ConditionalAccumulator(dtypes[name], shape=shape,
-                                                shared_name=name + ':0/grad_accum')
-        takes.append(accumulator.take_grad(1))
-  taken = 0
-  with tf.Session(target, config=tf.ConfigProto(device_filters=['/job:ps'])) as sess:
-    deadline = time.time() + 60
-    while time.time() < deadline:
-      step, sent = sess.run([global_step.value(), submitted.value()])
-      if sent[1] >= step:
-        break
-      time.sleep(0.1)
-    else:
-      sys.exit('worker 1 sent no gradient for step %d in 60 s' % step)
-    print('worker 1 sent its gradient for step %d of %d' % (sent[1], step), flush=True)
-    sys.stdin.readline()  # The test kills the chief meanwhile.
-    for take in takes:
-      try:
-        sess.run(take, options=tf.RunOptions(timeout_in_ms=3000))
-        taken += 1
-      except tf.errors.DeadlineExceededError:
-        pass
-print('accumulators %d, gradients taken from %d' % (len(takes), taken))
-"""
-
-
-def test_a_chief_lost_inside_a_synchronous_update_is_replaced_without_a_deadlock(
+def test_a_lost_parameter_server_ends_every_worker_and_the_relaunch_resumes_without_a_damaged_worker(
     digits_dir, tmp_path):
-  """The state a chief killed inside its update leaves (seen in a full-suite run): the
-  gradients taken from the accumulators, global_step not advanced, no tokens handed
-  out, worker 1 waiting for one. Made on purpose here: the chief is frozen (SIGSTOP)
-  until worker 1 has sent its gradient for the current step, killed, and the
-  accumulators emptied. The restarted chief skips the step in flight and hands every
-  worker a token for the next (deployment.sync_replicas); with TF's optimizer both
-  waited until the step timeout and exited 138 (a stress loop of chief kills at random
-  moments hit that state in about 1 run in 7; the parameter server logged the
-  accumulators' time step one ahead of global_step)."""
+  """Asynchronous. The parameter server is killed after a checkpoint: both workers exit
+  138 with one line. Between the runs worker 1's shard (train-00001-of-00004, which only
+  it reads) is cut in half: in the relaunch it exits 3 with the line naming the shard,
+  telling the parameter server it leaves; the chief resumes from its checkpoint and
+  finishes, and the ps exits 0 instead of waiting for worker 1 forever."""
+  data = tmp_path / 'digits'
+  shutil.copytree(digits_dir, str(data))
   train_dir = tmp_path / 'train'
-  flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
-                      max_number_of_steps=40, save_interval_secs=1, step_timeout_secs=40)
-  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
-    wait_for_step(cluster, 'worker-1', 10)
-    wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
-    cluster.signal('worker-0', signal.SIGSTOP)
-    checkpoint = str(train_dir / ('model.ckpt-%d' % checkpoint_steps(train_dir)[-1]))
-    argv = [sys.executable, '-c', _TAKE_GRADIENTS, 'grpc://' + cluster.hosts('ps')[0],
-            checkpoint]
-    helper = subprocess.Popen(cluster.network.wrap(argv) if cluster.network else argv,
-                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, preexec_fn=functools.partial(
-                                  leftovers.die_with_parent, os.getpid()))
-    try:
-      assert 'worker 1 sent its gradient' in helper.stdout.readline()
-      cluster.signal('worker-0', signal.SIGKILL)
-      cluster.wait('worker-0', 30)
-      out, err = helper.communicate('take\n', timeout=120)
-    finally:
-      helper.kill()
-    assert helper.returncode == 0 and 'accumulators 8,' in out, err[-3000:]
-    assert cluster.task('worker-1').process.poll() is None  # Waiting for a token.
-    cluster.start_task('worker-0')
-    _assert_all_exit_0(cluster)
-    assert 'Rejoining a synchronous job in progress' in last_start(log_text(cluster.chief))
-  assert checkpoint_steps(train_dir)[-1] == 40
-
-
-def test_parameter_server_killed_every_worker_exits_then_the_job_resumes(digits_dir,
-                                                                         tmp_path):
-  train_dir = tmp_path / 'train'
-  flags = train_flags(digits_dir, train_dir, max_number_of_steps=80, save_interval_secs=1)
+  flags = train_flags(str(data), train_dir, max_number_of_steps=80, save_interval_secs=1)
   with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
     wait_for_step(cluster, 'worker-0', 10)
     wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
@@ -187,13 +201,26 @@ def test_parameter_server_killed_every_worker_exits_then_the_job_resumes(digits_
   checkpoint = str(train_dir / ('model.ckpt-%d' % saved))
   # Asynchronous: the file is named at the save's start, the step inside may be later.
   saved_step = int(tf.train.load_checkpoint(checkpoint).get_tensor('global_step'))
+  shard = data / 'train-00001-of-00004'
+  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
   with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs2')) as cluster:
-    _assert_all_exit_0(cluster)
+    assert cluster.wait('worker-1', WAIT_SECS) == 3
+    failed = log_text(cluster.task('worker-1'))
+    assert 'Traceback' not in failed
+    lines = error_lines(failed)
+    assert len(lines) == 1 and str(shard) in lines[0] and 'rebuild' in lines[0], lines
+    assert 'Worker 1 leaves: failed (DamagedShards)' in failed
+    for name in ('worker-0', 'ps-0'):
+      status = cluster.wait(name, WAIT_SECS)
+      text = log_text(cluster.task(name))
+      assert status == 0, '%s exited %s\n%s' % (name, status, text[-3000:])
+      assert_clean_log(text, name)
     chief = log_text(cluster.chief)
+    assert 'Worker 0 leaves: finished' in chief
     assert 'Resuming from %s' % checkpoint in chief
     assert ready_steps(chief)[0] == saved_step
-  # Asynchronous workers may each add one step after the chief's last.
-  assert 80 <= checkpoint_steps(train_dir)[-1] <= 81
+  # Worker 1 left long before the chief's last step: no asynchronous step after it.
+  assert checkpoint_steps(train_dir)[-1] == 80
 
 
 def test_a_task_that_never_arrives_times_out_with_a_clear_message(digits_dir, tmp_path):
@@ -264,8 +291,9 @@ def test_a_synchronous_job_short_of_workers_for_good_ends_naming_the_worker(digi
     backed.kill()
 
 
-def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path):
-  """No cluster: SIGTERM ends the run at a step boundary with a checkpoint, status 0."""
+def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path, caplog):
+  """No cluster: SIGTERM ends the run at a step boundary with a checkpoint, status 0; run
+  again (in this process: the signal is the point, not the second start), it resumes."""
   train_dir = tmp_path / 'train'
   argv = [sys.executable, TRAIN_SCRIPT] + train_flags(digits_dir, train_dir,
                                                       max_number_of_steps=100000)
@@ -274,7 +302,7 @@ def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path
   log_path = tmp_path / 'single.log'
   with open(log_path, 'wb') as log:
     process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
+                               preexec_fn=functools.partial(die_with_parent, os.getpid()))
   try:
     wait_for(lambda: max(steps(log_path.read_text()) or [0]) >= 10, 'step 10')
     process.send_signal(signal.SIGTERM)
@@ -287,35 +315,13 @@ def test_single_process_sigterm_saves_and_a_restart_resumes(digits_dir, tmp_path
   assert 'SIGTERM received' in text
   saved = checkpoint_steps(train_dir)[-1]
   assert 10 <= saved < 100000
-  resumed = subprocess.run(
-      [sys.executable, TRAIN_SCRIPT] + train_flags(digits_dir, train_dir,
-                                                   max_number_of_steps=saved + 5),
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=WAIT_SECS)
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert ready_steps(resumed.stderr) == [saved]
+  # The resumption needs no process of its own: the entry's main, in this one.
+  config, _ = config_from_argv(TrainConfig, train_flags(digits_dir, train_dir,
+                                                        max_number_of_steps=saved + 5))
+  caplog.set_level(logging.INFO, logger='absl')
+  assert lifecycle.run_job(lifecycle.resolve_job(config, {})) == 0
+  assert ready_steps('\n'.join(r.getMessage() for r in caplog.records)) == [saved]
   assert checkpoint_steps(train_dir)[-1] == saved + 5
-
-
-def test_a_worker_ended_by_damaged_data_leaves_so_the_ps_exits(digits_dir, tmp_path):
-  """Asynchronous. Worker 1's shard (train-00001-of-00004, which only it reads) is cut in
-  half: it exits 3 with the line naming the shard, telling the parameter server it
-  leaves; the chief finishes and the ps exits 0 instead of waiting for worker 1 forever."""
-  data = tmp_path / 'digits'
-  shutil.copytree(digits_dir, str(data))
-  shard = data / 'train-00001-of-00004'
-  shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
-  flags = train_flags(str(data), tmp_path / 'train', max_number_of_steps=80)
-  with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs')) as cluster:
-    assert cluster.wait('worker-1', WAIT_SECS) == 3
-    failed = log_text(cluster.task('worker-1'))
-    lines = error_lines(failed)
-    assert len(lines) == 1 and str(shard) in lines[0] and 'rebuild' in lines[0], lines
-    assert 'Worker 1 leaves: failed (DamagedShards)' in failed
-    for name in ('worker-0', 'ps-0'):
-      status = cluster.wait(name, WAIT_SECS)
-      assert status == 0, '%s exited %s\n%s' % (name, status, log_text(cluster.task(name))[-3000:])
-    assert 'Worker 0 leaves: finished' in log_text(cluster.task('worker-0'))
-  assert checkpoint_steps(tmp_path / 'train')[-1] == 80
 
 
 # Workers without parameter servers (--variable_update=replicated): every step all-reduces
@@ -339,36 +345,6 @@ def _assert_ended_naming(cluster, survivors, missing, reason):
     assert reason.search(lines[0]), lines
 
 
-@pytest.mark.parametrize('how', ['SIGKILL', 'SIGSTOP'])
-def test_all_reduce_a_worker_killed_or_frozen_ends_every_other_task_naming_it(
-    digits_dir, tmp_path, how):
-  """3 workers without ps; worker 1 SIGKILLed (the others' collective fails at once) or
-  SIGSTOPped (it still accepts connections: the others' step times out, and the probe
-  names it) at step 5; then the relaunched job resumes from the chief's checkpoint."""
-  train_dir = tmp_path / 'train'
-  flags = _all_reduce_flags(digits_dir, train_dir)
-  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs')) as cluster:
-    wait_for_step(cluster, 'worker-1', 5)
-    wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [5], 'a checkpoint')
-    cluster.signal('worker-1', getattr(signal, how))
-    try:
-      reason = re.compile('lost the cluster|no training step finished for 8 s' if how ==
-                          'SIGKILL' else 'no training step finished for 8 s|lost the cluster')
-      _assert_ended_naming(cluster, ('worker-0', 'worker-2'),
-                           'worker 1 (%s)' % cluster.hosts('worker')[1], reason)
-    finally:
-      cluster.signal('worker-1', signal.SIGCONT)
-      cluster.signal('worker-1', signal.SIGKILL)
-  saved = checkpoint_steps(train_dir)[-1]
-  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs2')) as cluster:
-    _assert_all_exit_0(cluster)
-    chief = log_text(cluster.chief)
-    assert 'Resuming from %s' % (train_dir / ('model.ckpt-%d' % saved)) in chief
-    for task in cluster.tasks:  # Every worker starts at the chief's step (the broadcast).
-      assert ready_steps(log_text(task))[0] == saved, task.name
-  assert checkpoint_steps(train_dir)[-1] == 40
-
-
 def test_all_reduce_a_worker_that_never_arrives_is_named_on_every_task(digits_dir, tmp_path):
   """Two jobs without ps side by side: in one worker 1 never starts (the leader waits for
   it), in the other the leader, worker 0, never starts (worker 1 waits for it, which no
@@ -389,28 +365,58 @@ def test_all_reduce_a_worker_that_never_arrives_is_named_on_every_task(digits_di
     no_leader.kill()
 
 
-def test_all_reduce_a_stop_asked_of_one_worker_stops_every_worker_after_the_same_step(
+def _assert_resumed(cluster, checkpoint_step, train_dir):
+  """The chief resumed from model.ckpt-<checkpoint_step>, and every worker started at its
+  step (the broadcast)."""
+  chief = log_text(cluster.chief)
+  assert 'Resuming from %s' % (train_dir / ('model.ckpt-%d' % checkpoint_step)) in chief
+  for task in cluster.tasks:
+    assert ready_steps(log_text(task))[0] == checkpoint_step, task.name
+
+
+def test_all_reduce_a_worker_killed_frozen_or_stopped_and_each_relaunch_resumes(
     digits_dir, tmp_path):
-  """SIGTERM to worker 1 alone (a preempted node): the stop vote at the end of each step
-  stops all three after the same step; the chief saves it, everyone exits 0, and a
-  relaunch resumes there."""
+  """3 workers without ps, one job relaunched after each of its ends; every relaunch
+  resumes from the chief's last checkpoint, every worker at the chief's step:
+
+  1. Worker 1 SIGKILLed at step 5: the others' collective fails at once; both end (138),
+     naming it.
+  2. Worker 1 SIGSTOPped: it still accepts connections: the others' step times out, and
+     the probe names it.
+  3. SIGTERM to worker 1 alone (a preempted node): the stop vote at the end of each step
+     stops all three after the same step; the chief saves it and everyone exits 0.
+  4. The relaunch resumes at that step and ends at its last step."""
   train_dir = tmp_path / 'train'
   flags = _all_reduce_flags(digits_dir, train_dir, max_number_of_steps=400)
-  with LocalCluster(0, 3, trainer(flags), str(tmp_path / 'logs')) as cluster:
-    wait_for_step(cluster, 'worker-1', 5)
-    cluster.signal('worker-1', signal.SIGTERM)
-    _assert_all_exit_0(cluster)
-    done = {task.name: re.findall(r'Training done at global step (\d+)', log_text(task))
-            for task in cluster.tasks}
-    assert 'a worker was asked to stop' in log_text(cluster.chief)
+  reason = re.compile('lost the cluster|no training step finished for 8 s')
+  saved = 0
+  for run, how in enumerate(('SIGKILL', 'SIGSTOP', 'SIGTERM')):
+    with LocalCluster(0, 3, trainer(flags), str(tmp_path / ('logs%d' % run))) as cluster:
+      wait_for_step(cluster, 'worker-1', saved + 5)
+      wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [saved + 5], 'a checkpoint')
+      cluster.signal('worker-1', getattr(signal, how))
+      if how == 'SIGTERM':
+        _assert_all_exit_0(cluster)
+        done = {task.name: re.findall(r'Training done at global step (\d+)', log_text(task))
+                for task in cluster.tasks}
+        assert 'a worker was asked to stop' in log_text(cluster.chief)
+      else:
+        try:
+          _assert_ended_naming(cluster, ('worker-0', 'worker-2'),
+                               'worker 1 (%s)' % cluster.hosts('worker')[1], reason)
+        finally:
+          cluster.signal('worker-1', signal.SIGCONT)
+          cluster.signal('worker-1', signal.SIGKILL)
+      if run:
+        _assert_resumed(cluster, saved, train_dir)
+    saved = checkpoint_steps(train_dir)[-1]
   ends = {tuple(steps) for steps in done.values()}
   assert len(ends) == 1, done
   [(stopped,)] = ends
   assert 5 <= int(stopped) < 400
-  assert checkpoint_steps(train_dir)[-1] == int(stopped)
-  with LocalCluster(0, 3, trainer(train_flags(
-      digits_dir, train_dir, variable_update='replicated',
-      max_number_of_steps=int(stopped) + 3)), str(tmp_path / 'logs2')) as cluster:
+  assert saved == int(stopped)
+  with LocalCluster(0, 3, trainer(_all_reduce_flags(
+      digits_dir, train_dir, max_number_of_steps=saved + 3)), str(tmp_path / 'logs3')) as cluster:
     _assert_all_exit_0(cluster)
-    assert ready_steps(log_text(cluster.chief))[0] == int(stopped)
-  assert checkpoint_steps(train_dir)[-1] == int(stopped) + 3
+    _assert_resumed(cluster, saved, train_dir)
+  assert checkpoint_steps(train_dir)[-1] == saved + 3
