@@ -1,16 +1,21 @@
 """Every worker checks the chief's settings before its first step (training.cluster_agreement).
 
-The unit tests compare settings dicts written out here; the cluster test starts a real
-1 ps + 2 worker job on 127.0.0.1 where worker 1 was given another batch size.
+The unit tests compare settings dicts written out here and build the refusal's line; the
+cluster test starts 2 workers without ps on 127.0.0.1, worker 1 given another
+--gradient_repacking. With parameter servers, a worker restarted with another batch size
+is refused in the synchronous job of tests/training/test_cluster_failures.py
+(test_a_synchronous_job_rejoins_its_workers_and_replaces_a_chief_lost_inside_an_update:
+status 2, the line, no step, 'leaves: failed (ConfigError), for good', the chief's
+digest; the job then goes on), which saves this file a 3-task cluster of its own.
 """
-
-import re
 
 import pytest
 
+from core.errors import ConfigError
+
 from deployment.cluster.launch_local import LocalCluster
 from training import cluster_agreement
-from tests.cluster_tasks import (assert_clean_log, error_lines, log_text, steps, train_flags,
+from tests.cluster_tasks import (error_lines, log_text, steps, train_flags,
                                  trainer, WAIT_SECS)
 
 SETTINGS = {'model_name': 'lenet', 'batch_size': 16, 'sync_replicas': True,
@@ -43,32 +48,18 @@ def test_a_setting_only_one_side_has_is_a_difference():
   assert cluster_agreement.first_difference(SETTINGS, own) == ('clip_frames', None, 16)
 
 
-@pytest.mark.cluster
-def test_a_worker_with_another_batch_size_refuses_before_its_first_step(digits_dir, tmp_path):
-  flags = train_flags(digits_dir, tmp_path / 'train', max_number_of_steps=10)
-  cluster = LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'))
-  try:
-    cluster.isolate()
-    cluster.start_task('ps-0')
-    cluster.start_task('worker-0')
-    cluster.command_line = trainer(flags + ['--batch_size=32'])  # only worker 1's start
-    cluster.start_task('worker-1')
-    statuses = {task.name: cluster.wait(task.name, WAIT_SECS) for task in cluster.tasks}
-    logs = {task.name: log_text(task) for task in cluster.tasks}
-  finally:
-    cluster.kill()
-  assert statuses == {'ps-0': 0, 'worker-0': 0, 'worker-1': 2}, logs
-  refused = logs['worker-1']
-  line, = error_lines(refused)
-  assert line.startswith('error: worker 1 does not train what the chief trains: '
-                         '--batch_size=32 here, --batch_size=16 on the chief (worker 0)')
-  assert steps(refused) == []  # refused before any step
-  assert 'Worker 1 leaves: failed (ConfigError), for good' in refused
-  chiefs = re.search(r'Settings every worker must share: digest (\w+)', logs['worker-0'])
-  assert line.endswith(', %s on the chief)' % chiefs.group(1)), line
-  assert max(steps(logs['worker-0'])) == 10
-  for name in ('ps-0', 'worker-0'):
-    assert_clean_log(logs[name], name)
+def test_the_refusal_names_the_worker_the_flag_both_values_and_both_digests(caplog):
+  own = dict(SETTINGS, batch_size=32)
+  with pytest.raises(ConfigError) as raised:
+    cluster_agreement.check_against_chief(own, SETTINGS, 1)
+  assert str(raised.value) == (
+      'worker 1 does not train what the chief trains: --batch_size=32 here, --batch_size=16 '
+      'on the chief (worker 0); start every task with the same flags (digest %s here, %s on '
+      'the chief)' % (cluster_agreement.digest(own), cluster_agreement.digest(SETTINGS)))
+  caplog.set_level('INFO', logger='absl')
+  cluster_agreement.check_against_chief(dict(SETTINGS), SETTINGS, 1)  # Agrees: no error.
+  assert 'Settings agree with the chief\'s: digest %s' % cluster_agreement.digest(
+      SETTINGS) in caplog.text
 
 
 @pytest.mark.cluster
