@@ -136,36 +136,42 @@ def chief_scalars(train_dir):
   return scalars
 
 
-def serve_worker(hosts, index, all_reduce=False):
-  """Worker `index` of a cluster of workers without ps at `hosts`, its server started by
-  ps_cluster.start_server: prints 'serving' and waits to be killed; with `all_reduce`,
-  all-reduces [1 + index, 2] with every worker (group of all, 20 s deadline), prints
-  'sum [...]' and returns. Run as `python -m tests.cluster_tasks HOSTS INDEX [all_reduce]`
-  (`serve_command`)."""
+def all_reduce(target, index, group_size, deadline_secs=60):
+  """[1 + index, 2] all-reduced (added) by worker `index` of a cluster of workers without
+  ps, through its server at `target`, with the other `group_size` - 1 (group 1, instance 1;
+  under `deadline_secs`)."""
   # pylint: disable=import-outside-toplevel
   from tensorflow.python.ops import collective_ops
-  from deployment.cluster import ps_cluster, task_spec
   from tf_compat import tf
-  task = task_spec.TaskSpec((), tuple(hosts), 'worker', index)
-  server = ps_cluster.start_server(task, names_timeout_secs=5)
-  print('serving', flush=True)
-  if not all_reduce:
-    time.sleep(WAIT_SECS)
-    return
   with tf.Graph().as_default():
     with tf.device('/job:worker/task:%d/device:CPU:0' % index):
-      total = collective_ops.all_reduce(tf.constant([1.0 + index, 2.0]), len(hosts),
+      total = collective_ops.all_reduce(tf.constant([1.0 + index, 2.0]), group_size,
                                         group_key=1, instance_key=1, merge_op='Add',
                                         final_op='Id')
     config = tf.ConfigProto(device_filters=['/job:worker/task:%d' % index])
-    with tf.Session(server.target, config=config) as sess:
-      print('sum', sess.run(total, options=tf.RunOptions(timeout_in_ms=20000)).tolist(),
-            flush=True)
+    with tf.Session(target, config=config) as sess:
+      return sess.run(total, options=tf.RunOptions(
+          timeout_in_ms=int(deadline_secs * 1000))).tolist()
 
 
-def serve_command(hosts, index, all_reduce=False):
+def serve_worker(hosts, index, all_reduce_first=False):
+  """Worker `index` of a cluster of workers without ps at `hosts`, its server started by
+  ps_cluster.start_server: prints 'serving'; with `all_reduce_first`, all-reduces with
+  every worker (`all_reduce`, group of all) and prints 'sum [...]'; then serves until
+  killed. Run as `python -m tests.cluster_tasks HOSTS INDEX [all_reduce]`
+  (`serve_command`)."""
+  from deployment.cluster import ps_cluster, task_spec  # pylint: disable=import-outside-toplevel
+  task = task_spec.TaskSpec((), tuple(hosts), 'worker', index)
+  server = ps_cluster.start_server(task, names_timeout_secs=5)
+  print('serving', flush=True)
+  if all_reduce_first:
+    print('sum', all_reduce(server.target, index, len(hosts)), flush=True)
+  time.sleep(WAIT_SECS)
+
+
+def serve_command(hosts, index, all_reduce_first=False):
   return [sys.executable, '-m', 'tests.cluster_tasks', ','.join(hosts), str(index)] + (
-      ['all_reduce'] if all_reduce else [])
+      ['all_reduce'] if all_reduce_first else [])
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 """deployment/cluster/peers.py: the servers of a cluster of workers without ps (the
 collective group leader and device filters in the server's config: a real all-reduce
-between two worker processes), and the probe that names a killed and a frozen worker
-among three worker processes on 127.0.0.1."""
+between this process's server and three worker processes on 127.0.0.1), and the probe
+that then names the one of them killed and the one frozen."""
 
 import functools
 import os
@@ -13,25 +13,24 @@ import types
 import pytest
 
 from deployment.cluster import peers, ps_cluster, task_spec
+from deployment.cluster.process_guards import die_with_parent
 from deployment.cluster.task_spec import TaskSpec
-from tests import leftovers
-from tests.cluster_tasks import ROOT, free_ports, serve_command
+from tests.cluster_tasks import ROOT, all_reduce, free_ports, serve_command
 
 pytestmark = pytest.mark.cluster
-START_SECS = 60   # A forked start takes a second; a fresh one about 5 on a loaded machine.
+START_SECS = 60   # A fresh start takes about 5 s, 20 on a loaded machine.
 
 
 def loopback_workers(count):
   return tuple('127.0.0.1:%d' % port for port in free_ports(count))
 
 
-def start(hosts, index, log_dir, all_reduce=False):
+def start(hosts, index, log_dir, all_reduce_first=False):
   """A worker process (tests.cluster_tasks.serve_worker), dying with this one."""
   log = open(os.path.join(str(log_dir), 'worker-%d.log' % index), 'w+')  # pylint: disable=consider-using-with
-  process = subprocess.Popen(serve_command(hosts, index, all_reduce), cwd=ROOT, stdout=log,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             preexec_fn=functools.partial(leftovers.die_with_parent,
-                                                          os.getpid()))
+  process = subprocess.Popen(serve_command(hosts, index, all_reduce_first), cwd=ROOT,
+                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=functools.partial(die_with_parent, os.getpid()))
   process.log = log
   return process
 
@@ -108,29 +107,26 @@ def test_session_filters_without_ps_are_the_own_task_of_several_workers():
       '/job:ps', '/job:worker/task:1']
 
 
-def test_two_workers_started_by_start_server_all_reduce_without_ps(tmp_path):
-  """The leader in the server's config is what lets the collective complete (without it
-  both wait at the first collective; their 20 s deadline and this wait end the test)."""
-  hosts = loopback_workers(2)
-  processes = []
-  try:
-    processes = [start(hosts, i, tmp_path, all_reduce=True) for i in range(2)]
-    for process in processes:
-      assert process.wait(START_SECS + 30) == 0, output(process)
-      assert 'sum [3.0, 4.0]' in output(process), output(process)
-  finally:
-    end(processes)
-
-
-def test_the_probe_names_a_killed_and_a_frozen_worker_within_its_deadline(tmp_path):
+def test_workers_started_by_start_server_all_reduce_and_the_probe_names_a_killed_and_a_frozen_one(
+    tmp_path):
+  """Worker 0 here, workers 1 to 3 processes, every server started by start_server. The
+  leader in the server's config is what lets the collective complete (without it every
+  member waits at the first collective until its deadline, which ends the test). Then
+  worker 2 is killed and worker 3 frozen: the probe names both within about one deadline."""
   hosts = loopback_workers(4)
   me = task_spec.resolve_task((), hosts, 'worker', 0)   # Worker 0: this process.
   server = ps_cluster.start_server(me)
   processes = []
   try:
-    processes = [start(hosts, i, tmp_path) for i in (1, 2, 3)]
+    processes = [start(hosts, i, tmp_path, all_reduce_first=True) for i in (1, 2, 3)]
     for process in processes:
       wait_serving(process)
+    assert all_reduce(server.target, 0, len(hosts)) == [10.0, 8.0]
+    for process in processes:
+      deadline = time.monotonic() + 60
+      while 'sum [10.0, 8.0]' not in output(process):
+        assert process.poll() is None and time.monotonic() < deadline, output(process)
+        time.sleep(0.1)
     began = time.monotonic()
     assert peers.unresponsive_workers(me, server.target, timeout_secs=2.0) == []
     assert time.monotonic() - began < 2.0   # Every worker answered: no waiting.
