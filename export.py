@@ -23,8 +23,6 @@ Exit status (core/errors.py, the same table for every entry point): 0 exported; 
 error; 6 the export directory could not be written (one `error:` line each).
 """
 
-import os
-
 import tf_compat  # noqa: F401  (first: TF set-up before anything else)
 from absl import app, flags, logging
 
@@ -47,9 +45,7 @@ def main(argv):
     result = export_saved_model(config, settings)
   except errors.EXPECTED + (OSError,) as error:
     return errors.report(error)
-  print('exported %s to %s (input %s); serve it with: %s' % (
-      result.info['checkpoint'], os.path.abspath(result.version_dir),
-      result.info['input_shape'], result.serving_command()))
+  print(result.summary())
   return errors.OK
 
 

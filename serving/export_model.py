@@ -105,6 +105,12 @@ class ExportResult:
     return 'tensorflow_model_server --model_base_path=%s --model_name=%s' % (
         base, os.path.basename(base))
 
+  def summary(self):
+    """The line export.py prints: what went where, and the command that serves it."""
+    return 'exported %s to %s (input %s); serve it with: %s' % (
+        self.info['checkpoint'], os.path.abspath(self.version_dir), self.info['input_shape'],
+        self.serving_command())
+
 
 
 # Training flag -> export flag: what the run trained (as eval.py's EVAL_LINKS).
