@@ -1,6 +1,9 @@
-"""predict.py as users run it, against evaluation: for a test video, the printed
+"""predict.py's path in the test's own process (the command line read as predict.py reads
+it, predict_video, the JSON it prints), against evaluation: for a test video, the
 probabilities are eval's probabilities for that video (same checkpoint, same sampling),
-whether --model_dir is export.py's base directory or the version directory in it."""
+whether --model_dir is export.py's base directory or the version directory in it.
+predict.py's contract, in a fresh process: a file that is not a video is one `error:`
+line and status 3."""
 
 import concurrent.futures
 import json
@@ -9,14 +12,14 @@ import os
 import numpy as np
 import pytest
 
+from core import errors
+from core.params import config_from_argv
 from evaluation import run
 from evaluation.config import EvalConfig
 from serving.export_model import ExportConfig, export_saved_model
 from serving.predict_video import PredictConfig, predict_video
 from tests import video_testdata as vt
-from tests.test_eval_cli import assert_one_error_line
-from tests.test_eval_cli import run as run_script
-from core import errors
+from tests.entries import assert_one_error_line, run_entry
 
 
 @pytest.mark.slow
@@ -34,19 +37,19 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   path = os.path.join(videos['video_dir'], video['path'])
   text_file = tmp_path / 'notes.mp4'
   text_file.write_text('not a video\n')
-  arguments = {'json': ['--json'], 'bad': []}
-  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-    results = {name: pool.submit(run_script, 'predict.py', [
-        '--model_dir=%s' % model_dir,
-        '--video=%s' % (text_file if name == 'bad' else path)] + extra)
-               for name, extra in arguments.items()}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    # The contract, in a fresh process while this one predicts and evaluates.
+    bad = pool.submit(run_entry, ['predict.py', '--model_dir=%s' % model_dir,
+                                  '--video=%s' % text_file])
+    config, _ = config_from_argv(PredictConfig, ['--model_dir=%s' % model_dir,
+                                                 '--video=%s' % path, '--json'])
+    assert config.json
+    printed = json.loads(json.dumps(predict_video(config).as_dict()))   # what --json prints
     evaluated = list(run.evaluations(EvalConfig(
         dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
         checkpoint_path=prefix, batch_size=3, **sampling)))[0].result.primary
-  results = {name: future.result() for name, future in results.items()}
+    bad = bad.result()
 
-  assert results['json'].returncode == 0, results['json'].stderr
-  printed = json.loads(results['json'].stdout)
   index = list(evaluated.video_ids).index(os.path.splitext(os.path.basename(path))[0])
   expected = evaluated.probabilities()[index]
   order = np.argsort(-expected, kind='stable')
@@ -62,5 +65,4 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   assert from_version.as_dict() == printed
   np.testing.assert_allclose(from_version.probabilities, expected, rtol=0, atol=1e-5)
 
-  assert_one_error_line(results['bad'], '--video=%s' % text_file, 'not a video',
-                        status=errors.DATA)
+  assert_one_error_line(bad, '--video=%s' % text_file, 'not a video', status=errors.DATA)

@@ -1,13 +1,11 @@
 """Evaluation never scores fewer videos (or images) silently: on copies of the shared
 synthetic records with a frame broken, an index cut (refused before the graph: issue 21's
 addendum) or a byte flipped, and on digits with an image cut short. What to expect is computed here from the records
-(protobuf) and the framing; the real eval.py is run where its exit status and its lines
-are what is checked."""
+(protobuf) and the framing; where eval.py's exit status and its lines are what is checked,
+its path runs in this process (tests/entries.py `evaluate`)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,9 +17,8 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from nets import nets_factory
 from tests import damaged_data, video_testdata as vt
+from tests.entries import evaluate
 from tf_compat import tf
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _copy(tmp_path_factory, tmp_path):
@@ -30,24 +27,26 @@ def _copy(tmp_path_factory, tmp_path):
 
 @pytest.mark.slow
 def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_factory,
-                                                                    tmp_path):
+                                                                    tmp_path, capsys):
   directory = _copy(tmp_path_factory, tmp_path)
   first = os.path.join(directory, 'test-00000-of-00002')
   broken = damaged_data.break_frames(first, 0, [1])          # sampled: frames 0..3
   unsampled = damaged_data.break_frames(first, 1, [damaged_data.num_frames(first, 1) - 1])
-  result = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
-  report = 'exit %d\n%s\n%s' % (result.returncode, result.stdout, result.stderr)
-  assert result.returncode == errors.INCOMPLETE and 'Traceback' not in result.stderr, report
+  capsys.readouterr()
+  status, [result] = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
+  printed, stderr = run.summary(result), capsys.readouterr().err
+  report = 'exit %d\n%s\n%s' % (status, printed, stderr)
+  assert status == errors.INCOMPLETE, report
   with open(os.path.join(directory, 'dataset_info.json')) as handle:
     listed = json.load(handle)['splits']['test']
   reason = 'frame 1 of %d does not decode (shard %s)' % (damaged_data.num_frames(first, 0),
                                                          first)
-  lines = result.stdout.splitlines()
+  lines = printed.splitlines()
   assert lines[0].startswith('video_folder/test: %d of %d videos scored, '
                              % (listed - 1, listed)), report
   assert lines[3:5] == [
       'rgb: 1 videos not scored (not in the metrics):', '  %s: %s' % (broken, reason)], report
-  [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  [error] = [line for line in stderr.splitlines() if line.startswith('error:')]
   assert error == ('error: 1 videos of video_folder/test could not be scored (listed above '
                    'and in the report); the figures are over the rest')
   with open(tmp_path / 'eval' / 'report-7.json') as handle:
@@ -65,30 +64,31 @@ def test_videos_that_cannot_be_scored_are_listed_and_the_status_is_4(tmp_path_fa
 
 
 def _run_eval(tmp_path_factory, directory, eval_dir):
-  """The real eval.py on `directory` with the shared rgb checkpoint (global step 7)."""
+  """eval.py's path, in this process, on `directory` with the shared rgb checkpoint
+  (global step 7): (exit status, [run.Run])."""
   prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  return subprocess.run(
-      [sys.executable, 'eval.py', '--dataset_name=video_folder', '--model_name=i3d',
-       '--depth_multiplier=%g' % vt.DEPTH, '--dataset_dir=%s' % directory,
-       '--checkpoint_path=%s' % prefix, '--eval_image_size=32', '--clip_frames=4',
-       '--batch_size=3', '--eval_dir=%s' % eval_dir], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
+  return evaluate(['--dataset_name=video_folder', '--model_name=i3d',
+                   '--depth_multiplier=%g' % vt.DEPTH, '--dataset_dir=%s' % directory,
+                   '--checkpoint_path=%s' % prefix, '--eval_image_size=32', '--clip_frames=4',
+                   '--batch_size=3', '--eval_dir=%s' % eval_dir])
 
 
 @pytest.mark.slow
 def test_an_index_cut_into_a_header_stops_evaluation_before_it_scores(tmp_path_factory,
-                                                                       tmp_path):
+                                                                       tmp_path, capsys):
   """TensorFlow reads an index cut inside an entry's 12-byte header without an error, one
   video short: eval.py refuses it with the damaged-shard line and status 3."""
   directory = _copy(tmp_path_factory, tmp_path)
   index = os.path.join(directory, 'test-00001-of-00002.index')
   expected = damaged_data.cut_into_last_header(index)
-  result = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
-  report = 'exit %d\n%s\n%s' % (result.returncode, result.stdout, result.stderr)
-  assert result.returncode == errors.DATA and 'Traceback' not in result.stderr, report
-  [error] = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  capsys.readouterr()
+  status, results = _run_eval(tmp_path_factory, directory, tmp_path / 'eval')
+  stderr = capsys.readouterr().err
+  report = 'exit %d\n%s' % (status, stderr)
+  assert status == errors.DATA, report
+  [error] = [line for line in stderr.splitlines() if line.startswith('error:')]
   assert error == expected, report
-  assert not os.path.exists(tmp_path / 'eval' / 'report-7.json') and not result.stdout
+  assert not os.path.exists(tmp_path / 'eval' / 'report-7.json') and not results
 
 
 def _config(tmp_path_factory, directory):

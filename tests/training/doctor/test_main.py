@@ -1,30 +1,33 @@
-"""`python -m training.doctor` as a user runs it: the digits recipe's flagfile, its exit
-statuses, what it prints and writes."""
+"""`python -m training.doctor` as its main runs it, in the test's own process: the digits
+recipe's flagfile read as the doctor reads it (core.params.config_from_argv), doctor_setup
+and run_doctor; what it prints and writes. Its contract, in a fresh process: a bad doctor
+flag is one `error:` line and exit status 2."""
 
+import io
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-
-
-def _doctor(*flags):
-  return subprocess.run([sys.executable, '-m', 'training.doctor'] + list(flags), cwd=ROOT,
-                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
-                        text=True, timeout=300)
+from core.params import config_from_argv
+from tests.entries import ROOT, run_entry
+from training.config import TrainConfig
+from training.doctor.diagnosis import doctor_setup, run_doctor
+from training.doctor.settings import DoctorSettings, check_settings
 
 
 @pytest.mark.slow
-def test_the_recipe_flagfile_gives_a_table_a_verdict_and_the_files(digits_dir, tmp_path):
-  result = _doctor('--flagfile=configs/digits_lenet_2xcpu.cfg',
-                   '--dataset_dir=%s' % digits_dir, '--train_dir=%s' % (tmp_path / 'train'),
-                   '--doctor_rounds=2', '--doctor_steps=3', '--doctor_warmup_steps=1')
-  assert result.returncode == 0, result.stderr
-  out = result.stdout
+def test_the_recipe_flagfile_gives_a_table_a_verdict_and_the_files(digits_dir, tmp_path,
+                                                                   monkeypatch):
+  monkeypatch.chdir(ROOT)   # the recipe names its base flagfile from the repository root
+  config, _ = config_from_argv(TrainConfig, [
+      '--flagfile=configs/digits_lenet_2xcpu.cfg', '--dataset_dir=%s' % digits_dir,
+      '--train_dir=%s' % (tmp_path / 'train')])
+  settings, _ = config_from_argv(DoctorSettings, [
+      '--doctor_rounds=2', '--doctor_steps=3', '--doctor_warmup_steps=1'])
+  stream = io.StringIO()
+  run_doctor(doctor_setup(config), check_settings(settings), stream=stream)
+  out = stream.getvalue()
   assert 'Doctor: lenet on digits/train, batch 32 per clone, 2 clone(s)' in out
   assert 'clone 0: asked /device:CPU:0, ran on /device:CPU:0' in out
   assert 'clone 1: asked /device:CPU:1, ran on /device:CPU:1' in out
@@ -41,6 +44,8 @@ def test_the_recipe_flagfile_gives_a_table_a_verdict_and_the_files(digits_dir, t
 
 
 def test_a_bad_doctor_flag_is_one_error_line_and_status_2(tmp_path):
-  result = _doctor('--doctor_steps=0', '--train_dir=%s' % tmp_path)
+  """The doctor's contract, in a fresh process."""
+  result = run_entry(['-m', 'training.doctor', '--doctor_steps=0',
+                      '--train_dir=%s' % tmp_path])
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == 'error: --doctor_steps=0 must be >= 1'
