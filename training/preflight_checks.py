@@ -17,7 +17,7 @@ file. Without --job_name the cluster is seen as its chief sees it. Each result i
 import dataclasses
 
 from core import errors
-from deployment.cluster import launch_local, preflight, slurm_env
+from deployment.cluster import launch_local, local_layout, preflight, slurm_env
 from tf_compat import tf
 from training import lifecycle
 from training import setup as train_setup
@@ -53,13 +53,13 @@ def _flag_text(value):
 def _launch_local(config, planned):
   """`config` with the flags deployment.launch_local appends to its chief's command
   (placeholder ports: the launcher picks free ones), after the launcher's own checks."""
-  owned = launch_local.ADDRESSING_FLAGS + (launch_local.SERVICE_FLAG,)
+  owned = local_layout.ADDRESSING_FLAGS + (local_layout.SERVICE_FLAG,)
   command = ['train_image_classifier.py'] + ['--%s=%s' % (name, _flag_text(
       getattr(config, name))) for name in owned if getattr(config, name)]
   try:
-    launch_local._check(  # pylint: disable=protected-access  (the launcher's rules)
+    local_layout.check_layout(
         planned.launch_local_ps, planned.launch_local_workers, command,
-        launch_local.DEFAULT_LOG_DIR, 'auto', 'flags', planned.launch_local_data_workers)
+        launch_local.DEFAULT_LOG_DIR, 'flags', planned.launch_local_data_workers)
   except errors.ConfigError as error:
     raise errors.ConfigError('the launch_local job (--launch_local_*): %s' % error) from None
   hosts = ['127.0.0.1:%d' % (port + 1) for port in range(
