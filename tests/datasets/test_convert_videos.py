@@ -1,6 +1,10 @@
 """`python -m datasets.convert_videos` as users run it: exit statuses, the summary line, and
 decoding processes that do not import TensorFlow.
 
+The command lines run in this process as the tool's main runs them (tests/tool_calls.py);
+the tool itself is started once, for an output that cannot be written (its status and
+line), and the decoding processes' probe imports no TensorFlow.
+
 The conversion itself is tested in tests/datasets/conversion/test_convert_videos.py.
 """
 
@@ -10,7 +14,12 @@ import sys
 
 import pytest
 
+from core import errors
+from datasets.conversion import convert_videos
+from datasets.conversion.convert_videos_config import (VideoConversion,
+                                                         with_task_from_environment)
 from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
+from tests import tool_calls
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,48 +37,65 @@ def videos_with_an_empty_one(tmp_path_factory):
   return made
 
 
+def _flags(made, output_dir, *flags):
+  return ['--dataset_name=video_folder', '--video_dir=' + made['video_dir'],
+          '--splits_dir=' + made['split_dir'], '--output_dir=%s' % output_dir,
+          '--short_side=32', '--num_shards=1', '--num_processes=2', *flags]
+
+
 def _convert(made, output_dir, *flags):
-  command = [sys.executable, '-m', 'datasets.convert_videos', '--dataset_name=video_folder',
-             '--video_dir=' + made['video_dir'], '--splits_dir=' + made['split_dir'],
-             '--output_dir=%s' % output_dir, '--short_side=32', '--num_shards=1',
-             '--num_processes=2', *flags]
-  return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+  """The command line in this process, as the tool's main runs it -> (status, manifest)."""
+  return tool_calls.call(
+      VideoConversion, _flags(made, output_dir, *flags),
+      lambda config: convert_videos.convert_videos(
+          with_task_from_environment(config, os.environ)))
 
 
 @pytest.mark.slow
 def test_skipped_videos_exit_4_and_strict_exits_3_in_one_line(videos_with_an_empty_one,
-                                                              tmp_path):
-  result = _convert(videos_with_an_empty_one, tmp_path / 'out')
-  assert result.returncode == 4, result.stderr  # INCOMPLETE in core/errors.py's table
-  lines = [line for line in result.stdout.splitlines() if line.strip()]
+                                                              tmp_path, capsys):
+  output_dir = str(tmp_path / 'out')
+  status, manifest = _convert(videos_with_an_empty_one, output_dir)
+  assert status == errors.OK and manifest['skipped']  # main: INCOMPLETE (4) with skips
+  print(convert_videos.summary_line(manifest, output_dir))   # what main prints
+  result = capsys.readouterr()
+  lines = [line for line in result.out.splitlines() if line.strip()]
   assert len(lines) == 1 and 'skipped 1: ' in lines[0] and 'v_empty_g09_c01' in lines[0]
-  # stderr is a pipe, as in a pod's log: progress lines, one every few videos.
-  progress = [line for line in result.stderr.splitlines() if line.startswith('converting: ')]
+  # stderr is not a terminal, as in a pod's log: progress lines, one every few videos.
+  progress = [line for line in result.err.splitlines() if line.startswith('converting: ')]
   assert progress and progress[-1].startswith('converting: %d/%d videos (100%%)' % (
       len(videos_with_an_empty_one['videos']) + 1, len(videos_with_an_empty_one['videos']) + 1))
   assert '1 skipped, done in' in progress[-1]
-  strict = _convert(videos_with_an_empty_one, tmp_path / 'strict', '--strict')
-  assert strict.returncode == 3, strict.stderr  # DATA
-  errors = [line for line in strict.stderr.splitlines() if not line.startswith('converting: ')]
-  assert errors == [
+  status, _ = _convert(videos_with_an_empty_one, tmp_path / 'strict', '--strict')
+  strict = capsys.readouterr().err
+  assert status == errors.DATA, strict
+  errors_printed = [line for line in strict.splitlines() if not line.startswith('converting: ')]
+  assert errors_printed == [
       'error: --strict: stopped at a bad video: %s/v_empty_g09_c01.avi: %s'
       % (videos_with_an_empty_one['class_names'][0],
-         strict.stderr.split('v_empty_g09_c01.avi: ', 1)[1].strip())]
+         strict.split('v_empty_g09_c01.avi: ', 1)[1].strip())]
   assert not os.path.exists(tmp_path / 'strict' / 'dataset_info.json')
 
 
-def test_usage_and_write_errors_exit_2_and_6_in_one_line(videos_with_an_empty_one, tmp_path):
-  unknown = _convert(videos_with_an_empty_one, tmp_path / 'out', '--modality=depth')
-  assert unknown.returncode == 2
-  assert unknown.stderr.strip().splitlines() == [
+def test_usage_errors_exit_2_in_one_line(videos_with_an_empty_one, tmp_path, capsys):
+  status, _ = _convert(videos_with_an_empty_one, tmp_path / 'out', '--modality=depth')
+  assert status == errors.USAGE
+  assert capsys.readouterr().err.strip().splitlines() == [
       'error: --modality=depth is not known; valid: rgb, flow']
-  extra = _convert(videos_with_an_empty_one, tmp_path / 'out', 'extra')
-  assert extra.returncode == 2
-  assert extra.stderr.strip().splitlines() == [
+  status, _ = _convert(videos_with_an_empty_one, tmp_path / 'out', 'extra')
+  assert status == errors.USAGE
+  assert capsys.readouterr().err.strip().splitlines() == [
       "error: unexpected arguments ['extra'] (flags look like --name=value)"]
+
+
+def test_an_output_that_cannot_be_written_exits_6_in_one_line(videos_with_an_empty_one,
+                                                               tmp_path):
+  """The tool's contract, in its own process: status and one `error:` line."""
   blocker = tmp_path / 'a_file'
   blocker.write_text('')
-  unwritable = _convert(videos_with_an_empty_one, blocker / 'out')
+  command = [sys.executable, '-m', 'datasets.convert_videos',
+             *_flags(videos_with_an_empty_one, blocker / 'out')]
+  unwritable = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
   assert unwritable.returncode == 6, unwritable.stderr  # IO
   assert unwritable.stderr.startswith('error: conversion into %s failed: ' % (blocker / 'out'))
   assert len(unwritable.stderr.strip().splitlines()) == 1

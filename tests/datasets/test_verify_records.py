@@ -3,7 +3,8 @@ records (chunked, with an index per shard) with a shard cut short, one byte flip
 frames that do not decode and a shard gone: each damaged shard listed with what is wrong
 (the framing, the chunks its index lists that cannot be read there) and the command that
 rebuilds it, status 3. What to expect is computed here from the framing, the index and
-the records (tests/damaged_data.py)."""
+the records (tests/damaged_data.py). The damaged dataset is checked in this process as the
+tool's main checks it; the tool itself runs once, on a sound dataset (its one line)."""
 
 import os
 import re
@@ -13,14 +14,17 @@ import sys
 import pytest
 
 from core import errors
-from tests import damaged_data, video_testdata
+from datasets.checks import verify_records
+from datasets.checks.verify_records import VerifyConfig
+from tests import damaged_data, tool_calls, video_testdata
 from tests.test_tf_compat import quiet_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow
-def test_damaged_shards_are_listed_with_their_rebuild_commands(tmp_path_factory, tmp_path):
+def test_damaged_shards_are_listed_with_their_rebuild_commands(tmp_path_factory, tmp_path,
+                                                               capsys):
   directory = damaged_data.copy_dataset(video_testdata.converted(tmp_path_factory, 'rgb'),
                                         tmp_path / 'rgb')
   shard = lambda name: os.path.join(directory, name)
@@ -40,17 +44,19 @@ def test_damaged_shards_are_listed_with_their_rebuild_commands(tmp_path_factory,
   flipped_expected = _no_record_there(flipped, 0, 0)
   damaged_data.flip_byte(flipped, 12 + 40)
   os.remove(shard('train-00000-of-00002'))
-  result = subprocess.run([sys.executable, '-m', 'datasets.verify_records',
-                           '--dataset_dir=%s' % directory], cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
-                          text=True, timeout=300)
-  assert result.returncode == errors.DATA, result.stderr
+  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
+  status, result = tool_calls.call(VerifyConfig, ['--dataset_dir=%s' % directory],
+                                   verify_records.verify_dataset)
+  assert status == errors.OK and (result.damaged or result.missing)  # main: DATA (3)
+  for line in verify_records.report_lines(result):   # what main prints
+    print(line)
+  lines = capsys.readouterr().out.splitlines()
   rebuild = '  rebuild: python -m datasets.convert_videos --output_dir=%s --only_shard=%%s' % (
       directory)
   frames = damaged_data.num_frames(broken, 1)
   records = ('record %d' % first_chunk if first_chunk == last_chunk else
              'records %d..%d' % (first_chunk, last_chunk))
-  assert result.stdout.splitlines() == [
+  assert lines == [
       'damaged: %s: %s (video %s): frames 2, 4 of %d do not decode'
       % (broken, records, video, frames),
       rebuild % 'test-00000-of-00002',
@@ -63,8 +69,8 @@ def test_damaged_shards_are_listed_with_their_rebuild_commands(tmp_path_factory,
       rebuild % 'train-00001-of-00002',
       'missing: %s' % shard('train-00000-of-00002'),
       rebuild % 'train-00000-of-00002',
-      result.stdout.splitlines()[-1]]
-  assert result.stdout.splitlines()[-1].endswith('4 damaged or missing (above)')
+      lines[-1]]
+  assert lines[-1].endswith('4 damaged or missing (above)')
 
 
 def _no_record_there(path, video, chunk):
@@ -77,7 +83,7 @@ def _no_record_there(path, video, chunk):
 
 
 def test_the_summary_is_the_last_line_and_tensorflow_adds_none(digits_dir):
-  """TensorFlow's start-up notices (absl::InitializeLog, oneDNN, CPU features) were
+  """The tool's contract, in its own process. TensorFlow's start-up notices (absl::InitializeLog, oneDNN, CPU features) were
   reported after the summary: stdout and stderr together, the summary is the last line
   and the only one, and stderr is empty (the user's environment without the variables
   that would hide or add TensorFlow's notices)."""

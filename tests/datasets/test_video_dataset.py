@@ -2,17 +2,16 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from datasets import dataset_factory
 from datasets.conversion import convert_images, shard_writer
 from datasets.formats import converted_data
+from datasets.conversion.convert_images import ImageConversion
 from datasets.formats.dataset_split import DatasetError
+from tests import tool_calls
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _VIDEO_DATASETS = ('hmdb51', 'ucf101', 'video_folder')
 
 
@@ -164,15 +163,14 @@ def test_convert_images_refuses_video_datasets(tmp_path, name):
   assert not os.path.exists(output_dir)
 
 
-def test_convert_images_cli_refuses_a_video_dataset_in_one_line(tmp_path):
-  python = os.path.join(REPO, '.venv', 'bin', 'python')
+def test_convert_images_cli_refuses_a_video_dataset_in_one_line(tmp_path, capsys):
+  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
   output_dir = str(tmp_path / 'out')
-  result = subprocess.run(
-      [python if os.path.exists(python) else sys.executable, '-m', 'datasets.convert_images',
-       '--dataset_name=ucf101', '--output_dir=' + output_dir],
-      cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-  assert result.returncode == 2
-  assert result.stderr.splitlines() == [
+  status, _ = tool_calls.call(ImageConversion,
+                              ['--dataset_name=ucf101', '--output_dir=' + output_dir],
+                              convert_images.convert_images)
+  assert status == 2
+  assert capsys.readouterr().err.splitlines() == [
       'error: ucf101 is a video dataset; convert it with: python -m datasets.convert_videos '
       '--dataset_name=ucf101 ... --output_dir=%s (convert_images handles digits, '
       'image_folder)' % output_dir]

@@ -1,6 +1,7 @@
 """`python -m datasets.export_media_sequence`: the exported records read with the field's
 key names, written out here as MediaPipe's MediaSequence and DMVR spell them, and decoded
-the way MediaPipe's Kinetics reader decodes them (flow = (pixel / 255 - 0.5) * 2 * 20)."""
+the way MediaPipe's Kinetics reader decodes them (flow = (pixel / 255 - 0.5) * 2 * 20).
+Exports run in this process; the tool itself is started once, on records it refuses."""
 
 import json
 import os
@@ -10,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from core.errors import DataError
+from core import errors
 from datasets.formats import damaged_shards
 from datasets.conversion.export_media_sequence import (MediaSequenceExport,
-                                                       export_media_sequence)
-from tests import damaged_data, video_testdata as vt
+                                                       export_media_sequence, summary_line)
+from tests import damaged_data, tool_calls, video_testdata as vt
 from tf_compat import tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -82,12 +83,13 @@ def test_rgb_export_keeps_every_jpeg_under_the_fields_keys(tmp_path, tmp_path_fa
 def test_flow_exported_by_the_command_is_mediasequence_forward_flow(tmp_path,
                                                                     tmp_path_factory):
   source = vt.converted(tmp_path_factory, 'flow')
-  result = subprocess.run(
-      [sys.executable, '-m', 'datasets.export_media_sequence', '--dataset_dir=%s' % source,
-       '--output_dir=%s' % tmp_path], cwd=ROOT, capture_output=True, text=True,
-      env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
-  assert result.returncode == 0, result.stderr
-  assert result.stdout.startswith('exported test ') and 'as MediaSequence' in result.stdout
+  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
+  status, summary = tool_calls.call(
+      MediaSequenceExport, ['--dataset_dir=%s' % source, '--output_dir=%s' % tmp_path],
+      export_media_sequence)
+  assert status == 0
+  line = summary_line(summary)   # what main prints
+  assert line.startswith('exported test ') and 'as MediaSequence' in line
   exported = _read_exported(str(tmp_path), 'test', FLOW)
   reference = vt.read_records(source, 'test', modality='flow')
   assert sorted(exported) == sorted(reference)
@@ -102,12 +104,18 @@ def test_flow_exported_by_the_command_is_mediasequence_forward_flow(tmp_path,
 
 
 def test_old_records_are_sent_to_the_migration_first(tmp_path):
+  """The tool's contract, in its own process: status 3 and one `error:` line."""
   vt.write_format1_dataset(str(tmp_path / 'old'))
-  with pytest.raises(DataError, match='holds records of format 1; export reads format 2; '
-                                      'migrate them first with: python -m '
-                                      'datasets.migrate_video_records'):
-    export_media_sequence(MediaSequenceExport(dataset_dir=str(tmp_path / 'old'),
-                                              output_dir=str(tmp_path / 'out')))
+  result = subprocess.run(
+      [sys.executable, '-m', 'datasets.export_media_sequence',
+       '--dataset_dir=%s' % (tmp_path / 'old'), '--output_dir=%s' % (tmp_path / 'out')],
+      cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT),
+      timeout=300)
+  assert result.returncode == errors.DATA, result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: '), result.stderr
+  assert ('holds records of format 1; export reads format 2; migrate them first with: '
+          'python -m datasets.migrate_video_records') in lines[0]
 
 
 def test_a_damaged_shard_is_one_line_with_its_rebuild_command(tmp_path, tmp_path_factory):
