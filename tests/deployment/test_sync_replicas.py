@@ -1,5 +1,5 @@
 """deployment.sync_replicas on a cluster of 1 ps and 2 workers (3 with a backup worker) on
-127.0.0.1.
+127.0.0.1, its servers in the test's own process (the tasks are sessions, not processes).
 
 Each worker has its own graph and session, as in a real job; the interleavings that
 break TF's optimizer are made on purpose, step by step, and the chief's trace (what
@@ -10,10 +10,6 @@ counts its steps, and those whose gradient was dropped, in deployment.worker_sta
 counts are checked against the trace (steps = gradients taken + stale, per worker).
 """
 
-import functools
-import os
-import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -23,8 +19,6 @@ import pytest
 from deployment import sync_replicas, worker_stats
 from deployment.loss_scale import (DynamicLossScale, LossScaleOptimizer,
                                    SkipNonFiniteUpdates)
-from tests.cluster_tasks import ROOT
-from tests import leftovers
 from tf_compat import tf
 
 TARGETS = np.array([[1.0, 0.0], [0.0, 3.0], [2.0, 2.0]], np.float32)
@@ -84,35 +78,15 @@ class Worker:
     return self.sess.run(tensor)
 
 
-# The cluster's servers live in a child process, which the fixture kills: TensorFlow
-# cannot stop a server, so servers in the test process would hold their ports until
-# pytest exits. The child also ends when the test process dies (its stdin closes).
-SERVERS = """
-import os, sys
-from tf_compat import tf
-ps, *workers = sys.argv[1:]
-spec = tf.train.ClusterSpec({'ps': [ps], 'worker': workers})
-servers = [tf.train.Server(spec, job_name='ps', task_index=0)] + [
-    tf.train.Server(spec, job_name='worker', task_index=i) for i in range(len(workers))]
-print('ready', flush=True)
-sys.stdin.read()
-os._exit(0)
-"""
-
-
 @pytest.fixture(scope='module')
 def cluster():
+  """1 ps and 3 workers, their servers in this process: TensorFlow cannot stop a server, so
+  they serve (idle) until this process exits, on ports picked free."""
   hosts = ['localhost:%d' % portpicker.pick_unused_port() for _ in range(4)]
-  servers = subprocess.Popen([sys.executable, '-c', SERVERS] + hosts, cwd=ROOT,
-                             env=dict(os.environ, PYTHONPATH=ROOT), text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
-  try:
-    assert servers.stdout.readline().strip() == 'ready'
-    yield type('Cluster', (), {'workers': ['grpc://' + h for h in hosts[1:]]})
-  finally:
-    servers.kill()
-    servers.wait()
+  spec = tf.train.ClusterSpec({'ps': hosts[:1], 'worker': hosts[1:]})
+  servers = [tf.train.Server(spec, job_name='ps', task_index=0)] + [
+      tf.train.Server(spec, job_name='worker', task_index=i) for i in range(3)]
+  yield type('Cluster', (), {'workers': [server.target for server in servers[1:]]})
 
 
 def _job(cluster, tmp_path, total):
@@ -126,9 +100,7 @@ def _job(cluster, tmp_path, total):
       worker.initialize()
     yield workers, trace
   finally:
-    # Closed while the servers live: a session left open would try to close itself
-    # against killed servers when pytest exits, and wait for them forever. A session
-    # closes once its steps end (each has a deadline).
+    # A session closes once its steps end (each has a deadline).
     for worker in workers:
       for thread in worker.threads:
         thread.join()
