@@ -79,23 +79,17 @@ def build_clip_dataset(split, settings, *, is_training, skips=None):
 
   Args:
     split: a DatasetSplit of clip records.
-    settings: an InputSettings (`input_settings`); the clip fields: batch_size (videos
-      per batch, one clone's), clip_frames (training's frames per clip), image_size (the
-      crop's height and width), sampling (evaluation: a Sampling, the first N frames or K
-      clips of its clip_frames per video; None: 1 clip), modality ('rgb', 3 channels, or
-      'flow', 2: u, v; None: the split's, else 'rgb'), num_readers (shard indexes read at
-      once), num_parallel_calls (clips read in parallel), shuffle_buffer_size (videos,
-      training; None: 64), num_epochs (None: forever when training, 1 otherwise),
-      drop_remainder (a static batch dimension), prefetch_batches, seed (file order,
-      record shuffle, starts, crops and flips; without it training is random and tf.data
-      may return elements as soon as they are ready), num_shards and shard_index (every
-      num_shards-th file from shard_index, needs num_shards files or more),
-      labels_offset (subtracted from labels), random_flip (training flips half the
-      clips; off when a mirror changes the label), repeat_first_frame (ablation: every
-      frame of a clip is its first), deferred (uint8 clips 0..255, unflipped, with each
-      training clip's flip bit: `finish_clips` on the consumer's device gives exactly
-      deferred=False's float32 clips), report_damaged and service (frames that do not
-      decode, see the module docstring).
+    settings: an InputSettings (each field as `input_settings` says); for clips:
+      batch_size counts videos, clip_frames is training's frames per clip, image_size
+      the crop's side, sampling evaluation's (None: 1 clip of clip_frames), modality
+      'rgb' (3 channels) or 'flow' (2: u, v) (None: the split's, else 'rgb'),
+      shuffle_buffer_size counts videos (None: 64), seed seeds file order, record
+      shuffle, starts, crops and flips (without it training is random and tf.data may
+      return elements as soon as they are ready), num_shards needs as many files or more,
+      random_flip is off when a mirror changes the label, deferred gives uint8 clips
+      0..255, unflipped, with each training clip's flip bit (`finish_clips` on the
+      consumer's device gives exactly deferred=False's float32 clips), report_damaged and
+      service: frames that do not decode (the module docstring).
     is_training: random start, crop and flip, shuffled order; else centre crop, fixed order.
     skips: training: the damaged_frames.SkipCounter told of every clip dropped.
 
@@ -107,6 +101,18 @@ def build_clip_dataset(split, settings, *, is_training, skips=None):
     in [-1, 1], batch static when drop_remainder is True. deferred=True: clips are uint8
     and training elements are (clips, labels, flips bool [batch]).
   """
+  shuffle_buffer_size, modality, sampling = _checked(split, settings, is_training)
+  records = _records(split, is_training, settings, shuffle_buffer_size)
+  sample = (_training_sampler(modality, settings) if is_training else
+            _eval_sampler(modality, sampling, settings))
+  dataset = _mapped(records, sample, settings.num_parallel_calls, is_training, skips,
+                    settings.service)
+  return record_files.batched(dataset, settings, is_training)
+
+
+def _checked(split, settings, is_training):
+  """-> (shuffle buffer: settings' or 64, modality, evaluation's Sampling or None), once
+  every setting the pipeline reads is checked; ValueError names the first bad one."""
   shuffle_buffer_size = settings.shuffle_buffer_size or _SHUFFLE_BUFFER
   record_files.check_positive(
       batch_size=settings.batch_size, clip_frames=settings.clip_frames,
@@ -117,12 +123,7 @@ def build_clip_dataset(split, settings, *, is_training, skips=None):
   sampling = _eval_sampling(is_training, settings)
   record_files.check_arguments(split, settings.num_epochs, settings.num_shards,
                                settings.shard_index, settings.labels_offset)
-  records = _records(split, is_training, settings, shuffle_buffer_size)
-  sample = (_training_sampler(modality, settings) if is_training else
-            _eval_sampler(modality, sampling, settings))
-  dataset = _mapped(records, sample, settings.num_parallel_calls, is_training, skips,
-                    settings.service)
-  return record_files.batched(dataset, settings, is_training)
+  return shuffle_buffer_size, modality, sampling
 
 
 def _mapped(records, sample, num_parallel_calls, is_training, skips, service):
@@ -141,8 +142,7 @@ def _records(split, is_training, settings, shuffle_buffer_size):
   training num_epochs times (None: forever), each paired with an int64 key of
   `Dataset.random(seed)` for its random choices; when evaluating num_epochs times or once."""
   files = record_files.input_files(split, settings.num_shards, settings.shard_index)
-  records = clip_reader.video_entries(files, is_training, settings.num_readers,
-                                      shuffle_buffer_size, settings.seed, settings.service)
+  records = clip_reader.video_entries(files, settings, is_training, shuffle_buffer_size)
   if not is_training:
     return records.repeat(settings.num_epochs or 1)
   return tf.data.Dataset.zip((records.repeat(settings.num_epochs),

@@ -37,11 +37,11 @@ def _index_records(shard):
   return index.map(lambda entry: (shard, entry))
 
 
-def video_entries(files, is_training, num_readers, shuffle_buffer_size, seed, service=None):
-  """(shard path, serialized index entry) per video of the shard `files` (`service`: see
-  record_files.read_records)."""
-  return record_files.read_records(files, is_training, num_readers, shuffle_buffer_size,
-                                   seed, reader=_index_records, service=service)
+def video_entries(files, settings, is_training, shuffle_buffer_size):
+  """(shard path, serialized index entry) per video of the shard `files`, read as
+  record_files.read_records reads records (`settings` an InputSettings)."""
+  return record_files.read_records(files, settings, is_training, shuffle_buffer_size,
+                                   reader=_index_records)
 
 
 def chunk_runs(frame_bounds, flat_indices):

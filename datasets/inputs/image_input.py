@@ -25,26 +25,34 @@ def build_image_dataset(split, settings, *, is_training):
 
   Args:
     split: a DatasetSplit.
-    settings: an InputSettings (`input_settings`); the image fields: batch_size,
-      image_size (output height and width), preprocessing_name (a name from
-      image_preprocessing.list_preprocessing()), num_readers, num_parallel_calls
-      (parallel decode + preprocess calls), shuffle_buffer_size (training; None: 1000),
-      num_epochs (None repeats forever; evaluation passes 1), drop_remainder, seed (with
-      a seed, or when not training, the order is deterministic), num_shards and
-      shard_index (every num_shards-th file from shard_index: cluster workers read
-      disjoint files; needs at least num_shards files), labels_offset (subtracted from
-      every label), prefetch_batches, service (the tf.data service runs it), with_ids
-      (each element ends with 'record N of <shard file>' string [batch]) and
-      report_damaged: each element ends with where string [batch] ('record N of <shard
-      file>') and damage string [batch] ('' or why the image could not be used: it does
-      not decode; its image is then a blank one). Without it such an image fails the
-      pipeline.
+    settings: an InputSettings (each field as `input_settings` says); the image pipeline
+      reads batch_size, image_size (output height and width), preprocessing_name (a name
+      from image_preprocessing.list_preprocessing()), num_readers, num_parallel_calls,
+      shuffle_buffer_size (training; None: 1000), num_epochs (None repeats forever;
+      evaluation passes 1), drop_remainder, seed (with a seed, or when not training, the
+      order is deterministic), num_shards and shard_index (needs at least num_shards
+      files), labels_offset, prefetch_batches, service, with_ids and report_damaged (what
+      they add to each element: Returns). Without report_damaged an image that does not
+      decode fails the pipeline.
     is_training: training shuffles and uses the random (augmenting) preprocessing.
 
   Returns:
     tf.data.Dataset of (images float32 [batch, image_size, image_size, C],
-    labels int64 [batch][, where, damage]); batch is static when drop_remainder is True.
+    labels int64 [batch][, where][, damage]); batch is static when drop_remainder is True.
+    where string [batch], 'record N of <shard file>' (with_ids or report_damaged);
+    damage string [batch], '' or why the image could not be used: it does not decode,
+    its image is then a blank one (report_damaged).
   """
+  shuffle_buffer_size = _checked_shuffle_buffer(split, settings)
+  dataset = _examples(split, settings, is_training, shuffle_buffer_size)
+  dataset = dataset.map(record_files.as_written(_parser(split, settings, is_training)),
+                        num_parallel_calls=settings.num_parallel_calls)
+  return record_files.batched(dataset, settings, is_training)
+
+
+def _checked_shuffle_buffer(split, settings):
+  """The shuffle buffer (settings' or 1000), once every setting the pipeline reads is
+  checked; ValueError names the first bad one."""
   shuffle_buffer_size = settings.shuffle_buffer_size or _SHUFFLE_BUFFER
   record_files.check_positive(
       batch_size=settings.batch_size, image_size=settings.image_size,
@@ -53,15 +61,17 @@ def build_image_dataset(split, settings, *, is_training):
       shuffle_buffer_size=shuffle_buffer_size, num_shards=settings.num_shards)
   record_files.check_arguments(split, settings.num_epochs, settings.num_shards,
                                settings.shard_index, settings.labels_offset)
+  return shuffle_buffer_size
+
+
+def _examples(split, settings, is_training, shuffle_buffer_size):
+  """This shard's serialized examples (with their origin when an element names its
+  example), repeated num_epochs times (None: forever)."""
   files = record_files.input_files(split, settings.num_shards, settings.shard_index)
-  dataset = record_files.read_records(files, is_training, settings.num_readers,
-                                      shuffle_buffer_size, settings.seed,
-                                      with_origin=settings.report_damaged or settings.with_ids,
-                                      service=settings.service)
-  dataset = dataset.repeat(settings.num_epochs)
-  dataset = dataset.map(record_files.as_written(_parser(split, settings, is_training)),
-                        num_parallel_calls=settings.num_parallel_calls)
-  return record_files.batched(dataset, settings, is_training)
+  dataset = record_files.read_records(
+      files, settings, is_training, shuffle_buffer_size,
+      with_origin=settings.report_damaged or settings.with_ids)
+  return dataset.repeat(settings.num_epochs)
 
 
 def _parser(split, settings, is_training):

@@ -51,18 +51,21 @@ def input_files(split, num_shards, shard_index):
   return files[shard_index::num_shards]
 
 
-def read_records(files, is_training, num_readers, shuffle_buffer_size, seed,
-                 with_origin=False, reader=tf.data.TFRecordDataset, service=None):
-  """Serialized records of `files`: parallel interleave of TFRecord readers, file order
-  and records shuffled when training. with_origin: each element is (record, the path of
-  its file, its number in the file from 0), so what is wrong with a record can name it.
-  `reader`: file path -> dataset of its elements (the video input reads each shard's index
-  this way). `service`: the trainer's ServiceSettings when the tf.data service runs the
-  pipeline (its files sharding keeps each data worker to its own files), or None."""
-  dataset = service_client.shard_hint(tf.data.Dataset.from_tensor_slices(files), service)
+def read_records(files, settings, is_training, shuffle_buffer_size, with_origin=False,
+                 reader=tf.data.TFRecordDataset):
+  """Serialized records of `files`: parallel interleave of settings.num_readers TFRecord
+  readers, file order and records shuffled (settings.seed) when training, in a buffer of
+  `shuffle_buffer_size` (the pipeline's, resolved). with_origin: each element is (record,
+  the path of its file, its number in the file from 0), so what is wrong with a record
+  can name it. `reader`: file path -> dataset of its elements (the video input reads each
+  shard's index this way). settings.service: the trainer's ServiceSettings when the
+  tf.data service runs the pipeline (its files sharding keeps each data worker to its
+  own files), or None."""
+  dataset = service_client.shard_hint(tf.data.Dataset.from_tensor_slices(files),
+                                      settings.service)
   if is_training:
-    dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  readers = min(num_readers, len(files))
+    dataset = dataset.shuffle(len(files), seed=settings.seed, reshuffle_each_iteration=True)
+  readers = min(settings.num_readers, len(files))
   read = reader
   if with_origin:
     read = lambda path: reader(path).enumerate().map(
@@ -70,7 +73,8 @@ def read_records(files, is_training, num_readers, shuffle_buffer_size, seed,
   dataset = dataset.interleave(as_written(read), cycle_length=readers, block_length=1,
                                num_parallel_calls=readers)
   if is_training:
-    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=settings.seed,
+                              reshuffle_each_iteration=True)
   return dataset
 
 

@@ -89,11 +89,12 @@ def _served_ids(dataset_dir, split, service, epochs):
                  if not f.endswith(shards.INDEX_SUFFIX))
 
   def build(settings):
-    entries = clip_reader.video_entries(files, True, 2, 8, settings.seed, settings.service)
+    entries = clip_reader.video_entries(files, settings, True, 8)
     ids = entries.map(lambda shard, entry: video_records.parse_index_entry(entry)['video_id'])
     return ids.batch(settings.batch_size, drop_remainder=settings.drop_remainder)
 
-  settings = InputSettings(batch_size=2, image_size=1, num_epochs=epochs, service=service)
+  settings = InputSettings(batch_size=2, image_size=1, num_readers=2, num_epochs=epochs,
+                           service=service)
   return _read(lambda: service_client.distribute_epochs(build, settings),
                lambda batch: [v.decode() for v in batch], 10000)
 
