@@ -374,49 +374,46 @@ def _assert_resumed(cluster, checkpoint_step, train_dir):
     assert ready_steps(log_text(task))[0] == checkpoint_step, task.name
 
 
-def test_all_reduce_a_worker_killed_frozen_or_stopped_and_each_relaunch_resumes(
+def test_all_reduce_a_worker_stopped_killed_or_frozen_and_each_relaunch_resumes(
     digits_dir, tmp_path):
   """3 workers without ps, one job relaunched after each of its ends; every relaunch
-  resumes from the chief's last checkpoint, every worker at the chief's step:
+  resumes from the chief's last checkpoint, every worker at the chief's step (the
+  broadcast):
 
-  1. Worker 1 SIGKILLed at step 5: the others' collective fails at once; both end (138),
-     naming it.
-  2. Worker 1 SIGSTOPped: it still accepts connections: the others' step times out, and
-     the probe names it.
-  3. SIGTERM to worker 1 alone (a preempted node): the stop vote at the end of each step
+  1. SIGTERM to worker 1 alone (a preempted node): the stop vote at the end of each step
      stops all three after the same step; the chief saves it and everyone exits 0.
-  4. The relaunch resumes at that step and ends at its last step."""
+  2. Relaunched, it resumes at that step; worker 1 SIGKILLed: the others' collective fails
+     at once; both end (138), naming it.
+  3. Relaunched, it resumes from the chief's last checkpoint; worker 1 SIGSTOPped: it still
+     accepts connections: the others' step times out, and the probe names it.
+  (A job without ps trained to its last step: tests/deployment/cluster/
+  test_launch_local_allreduce.py.)"""
   train_dir = tmp_path / 'train'
   flags = _all_reduce_flags(digits_dir, train_dir, max_number_of_steps=400)
   reason = re.compile('lost the cluster|no training step finished for 8 s')
   saved = 0
-  for run, how in enumerate(('SIGKILL', 'SIGSTOP', 'SIGTERM')):
+  for run, how in enumerate(('SIGTERM', 'SIGKILL', 'SIGSTOP')):
     with LocalCluster(0, 3, trainer(flags), str(tmp_path / ('logs%d' % run))) as cluster:
       wait_for_step(cluster, 'worker-1', saved + 5)
-      wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [saved + 5], 'a checkpoint')
-      cluster.signal('worker-1', getattr(signal, how))
       if how == 'SIGTERM':
+        cluster.signal('worker-1', signal.SIGTERM)
         _assert_all_exit_0(cluster)
         done = {task.name: re.findall(r'Training done at global step (\d+)', log_text(task))
                 for task in cluster.tasks}
         assert 'a worker was asked to stop' in log_text(cluster.chief)
+        ends = {tuple(steps) for steps in done.values()}
+        assert len(ends) == 1, done
+        [(stopped,)] = ends
+        assert 5 <= int(stopped) < 400
+        assert checkpoint_steps(train_dir)[-1] == int(stopped)
       else:
+        _assert_resumed(cluster, saved, train_dir)
+        wait_for(lambda: checkpoint_steps(train_dir)[-1:] >= [saved + 5], 'a checkpoint')
+        cluster.signal('worker-1', getattr(signal, how))
         try:
           _assert_ended_naming(cluster, ('worker-0', 'worker-2'),
                                'worker 1 (%s)' % cluster.hosts('worker')[1], reason)
         finally:
           cluster.signal('worker-1', signal.SIGCONT)
           cluster.signal('worker-1', signal.SIGKILL)
-      if run:
-        _assert_resumed(cluster, saved, train_dir)
     saved = checkpoint_steps(train_dir)[-1]
-  ends = {tuple(steps) for steps in done.values()}
-  assert len(ends) == 1, done
-  [(stopped,)] = ends
-  assert 5 <= int(stopped) < 400
-  assert saved == int(stopped)
-  with LocalCluster(0, 3, trainer(_all_reduce_flags(
-      digits_dir, train_dir, max_number_of_steps=saved + 3)), str(tmp_path / 'logs3')) as cluster:
-    _assert_all_exit_0(cluster)
-    _assert_resumed(cluster, saved, train_dir)
-  assert checkpoint_steps(train_dir)[-1] == saved + 3
