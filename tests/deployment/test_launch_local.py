@@ -1,155 +1,40 @@
-"""deployment.launch_local and deployment.cluster.launch_local: whole clusters on 127.0.0.1, real
-processes, one log per task.
-
-The numerical test compares 2 synchronous workers of per-worker batch b with ONE worker
-of batch 2b (an independent, single-process run). Data order is made identical by
-construction: the dataset has exactly 2 shards of b examples. Worker k reads shard k
-only, and since an epoch of its shard is exactly one batch, every batch of worker k is
-the whole of shard k (shuffling only reorders it); every batch of the single worker is
-the whole dataset, i.e. shard 0 + shard 1. A synchronous update averages the two
-workers' mean gradients = the mean gradient over 2b examples. Both runs start from the
-same checkpoint (fine-tuning from it restores every variable). The chief records which
-worker's gradient, for which step, each update took (--sync_trace): every update must
-take one gradient from each worker, at its step.
-
-The network is softmax regression, whose loss is smooth in the weights: the two runs add
-the same gradients in a different float32 order (the mean of 16 against the mean of two
-means of 8), and that round-off must stay round-off. With LeNet it does not: a ReLU whose
-input lies within round-off of zero is on in one run and off in the other, and the runs
-part by up to 2e-4 relative after 5 steps (the single-process run alone, from one
-checkpoint, gave 3 results that far apart in 3 runs), which failed this test in about
-one run of five whatever the aggregation did. A wrong aggregation (a worker's gradient
-dropped or counted twice) changes a step's update by the order of the update itself.
-
-Round-off is measured against how far the run moved each variable (the L2 distance from
-the start checkpoint), not against the variable's own norm: the biases cross zero, so
-their norm can be as small as any difference. Unseeded shuffles reorder each batch, so
-even the single-process run gives another round-off each time: 6 runs of it from one
-checkpoint were 1.6e-7 to 3.9e-7 of the movement apart, 4 cluster runs 5.6e-7 to 1.1e-6
-from the reference (2 of them beside two busy processes), and the cluster run that failed
-the former bound on the variable's own norm (the biases 1.17e-5 > 1e-5 apart, under
-load) about 5e-6 of their movement. A gradient dropped or counted twice in one of the 5
-updates moves a variable by a tenth of its movement or more.
-
-The claim checked: all parameters after 5 steps differ from the reference by at most
-1e-4 of the reference's movement from the start (L2), as one vector and each variable
-alone.
+"""deployment.launch_local running the real trainer: whole ps clusters on 127.0.0.1, real
+processes, one log per task. 2 synchronous workers of batch b update like ONE worker of
+batch 2b (tests/global_batch.py: the reference and its bound); SIGTERM stops the whole job
+cleanly and a relaunch resumes; the end of training ends every task with 0, asynchronous
+or with a backup worker; and the tasks listen only inside their private network namespace.
+The launcher's supervision on stand-in tasks: tests/deployment/cluster/
+test_launch_local_supervision.py; without ps (all-reduce): test_launch_local_allreduce.py
+beside it.
 """
 
 import functools
 import glob
-import io
-import json
 import os
 import re
 import shutil
 import socket
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from PIL import Image
 
-from datasets.conversion import shard_writer
-from datasets.formats import image_records
 from deployment import sync_replicas
-from deployment.cluster import task_spec
 from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
+# Re-exported (the redundant aliases say so): tests/training/test_train_accumulation.py
+# and test_session_loop_checkpoints.py import them from here.
+from tests.global_batch import MODEL_VARIABLES as MODEL_VARIABLES
+from tests.global_batch import checkpoint_values as checkpoint_values
+from tests.global_batch import write_aligned_dataset as write_aligned_dataset
+from tests.global_batch import STEPS, assert_equivalent, sync_reference
+from tests.launch_local_runs import environment, fake_task_command, launcher_argv
 from tests import leftovers
 from tf_compat import tf
-from training.config import TrainConfig
-from training.train import SYNC_TRACE_FILE, train
-
-MODEL_VARIABLES = ('SoftmaxRegression/logits/weights', 'SoftmaxRegression/logits/biases')
-PER_WORKER_BATCH = 8
-STEPS = 5
-
-
-def launcher_argv(num_ps, num_workers, flags, *launcher_flags):
-  """The launcher running the trainer with `flags` (run from ROOT)."""
-  return ([sys.executable, '-m', 'deployment.launch_local', '--num_ps=%d' % num_ps,
-           '--num_workers=%d' % num_workers] + list(launcher_flags) +
-          ['--', sys.executable, 'train_image_classifier.py'] + flags)
-
-
-def environment():
-  env = dict(os.environ, PYTHONPATH=ROOT)
-  env.pop('TF_CONFIG', None)
-  return env
-
-
-def write_aligned_dataset(directory, per_shard, num_shards=2):
-  """image_folder records: train = `num_shards` (2) x `per_shard` RGB digits, written
-  into that many shards."""
-  from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
-  data = load_digits()
-
-  def records(indices):
-    for i in indices:
-      grey = ((data.images[i].astype(np.int64) * 255 + 8) // 16).astype(np.uint8)
-      buffer = io.BytesIO()
-      Image.fromarray(np.stack([grey] * 3, axis=-1)).save(buffer, format='PNG')
-      yield image_records.image_to_example(buffer.getvalue(), b'png', int(data.target[i]),
-                                           8, 8, 3).SerializeToString()
-
-  train_indices = list(range(num_shards * per_shard))
-  test_indices = list(range(num_shards * per_shard, num_shards * per_shard + 4))
-  shard_writer.write_converted_dataset(
-      str(directory), 'image_folder', [str(d) for d in range(10)], 3,
-      {'train': (records(train_indices), len(train_indices)),
-       'test': (records(test_indices), len(test_indices))}, num_shards=num_shards)
-  return str(directory)
-
-
-def checkpoint_values(path):
-  reader = tf.train.load_checkpoint(path)
-  return {name: reader.get_tensor(name) for name in MODEL_VARIABLES}
-
-
-def sync_reference(tmp_path, steps=STEPS):
-  """The aligned data, a start checkpoint and ONE worker of batch 2b trained `steps` steps
-  from it; returns (cluster flags for 2 workers of batch b into tmp_path/'cluster',
-  reference checkpoint, start checkpoint)."""
-  data = write_aligned_dataset(tmp_path / 'data', PER_WORKER_BATCH)
-  common = dict(dataset_name='image_folder', dataset_dir=data,
-                model_name='softmax_regression', optimizer='sgd', learning_rate=0.1,
-                learning_rate_decay_type='fixed', num_readers=1, num_preprocessing_threads=1,
-                log_every_n_steps=min(steps, 10), save_interval_secs=600,
-                save_summaries_secs=600)
-  start = train(TrainConfig(train_dir=str(tmp_path / 'start'), max_number_of_steps=1,
-                            batch_size=2 * PER_WORKER_BATCH, **common)).checkpoint
-  reference = train(TrainConfig(
-      train_dir=str(tmp_path / 'single'), max_number_of_steps=steps, checkpoint_path=start,
-      batch_size=2 * PER_WORKER_BATCH, **common))
-  assert reference.global_step == steps
-  flags = train_flags(data, tmp_path / 'cluster', batch_size=PER_WORKER_BATCH,
-                      sync_replicas=True, replicas_to_aggregate=2, max_number_of_steps=steps,
-                      sync_trace=True, checkpoint_path=start,
-                      **{k: v for k, v in common.items() if k != 'dataset_dir'})
-  return flags, reference.checkpoint, start
-
-
-def assert_equivalent(cluster_checkpoint, reference_checkpoint, start):
-  """All parameters within 1e-4 of the reference's movement from `start` (L2), as one
-  vector and each variable; returns (the largest absolute difference, the L2 difference
-  over the L2 movement)."""
-  single = checkpoint_values(reference_checkpoint)
-  cluster = checkpoint_values(cluster_checkpoint)
-  initial = checkpoint_values(start)
-  flat = lambda values: np.concatenate([values[n].ravel() for n in MODEL_VARIABLES])
-  of_movement = lambda a, b, start: np.linalg.norm(a - b) / np.linalg.norm(b - start)
-  for name in MODEL_VARIABLES:   # Each variable moved: not trivially equal.
-    assert np.linalg.norm(single[name] - initial[name]) > 1e-2 * np.linalg.norm(single[name])
-  assert of_movement(flat(cluster), flat(single), flat(initial)) <= 1e-4
-  for name in MODEL_VARIABLES:
-    assert of_movement(cluster[name], single[name], initial[name]) <= 1e-4, name
-  return (float(np.max(np.abs(flat(cluster) - flat(single)))),
-          float(of_movement(flat(cluster), flat(single), flat(initial))))
+from training.train import SYNC_TRACE_FILE
 
 
 @pytest.mark.cluster
@@ -167,43 +52,6 @@ def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path
   assert trace == [sync_replicas.TraceLine(step, [1, 1], [step, step])
                    for step in range(STEPS)], trace
   assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)), reference, start)
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize('addressing', ['flags', 'tf_config'])
-def test_two_workers_of_two_clones_without_ps_update_like_one_worker_of_the_global_batch(
-    tmp_path, addressing):
-  """All-reduce: 2 workers x 2 clones of batch b/2, no ps (--variable_update=replicated),
-  against the same ONE worker of batch 2b: worker k's two clones draw shard k's b
-  examples each step, and the all-reduce averages the 4 clones' gradients. The tasks
-  learn the cluster from host flags or from TF_CONFIG (a chief and a worker, no ps)."""
-  flags, reference, start = sync_reference(tmp_path)
-  flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
-                                                          '--sync_trace', '--batch_size'))]
-  flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
-            '--variable_update=replicated']
-  train_dir = tmp_path / 'cluster'
-  result = subprocess.run(launcher_argv(0, 2, flags, '--task_log_dir=%s' % (train_dir / 'logs'),
-                                        '--addressing=%s' % addressing),
-                          cwd=ROOT, env=environment(), capture_output=True, text=True,
-                          timeout=WAIT_SECS)
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert 'worker-0: 0, worker-1: 0' in result.stdout, result.stdout
-  logs = {os.path.basename(p): open(p).read()
-          for p in glob.glob(str(train_dir / 'logs' / '*.log'))}
-  assert sorted(logs) == ['worker-0.log', 'worker-1.log']
-  for name, text in logs.items():
-    assert_clean_log(text, name)
-    assert steps(text) == [STEPS], text
-    assert 'gradients all-reduced over 2 clone(s) of 2 worker(s)' in text
-    assert 'ran on /job:worker/replica:0/task:%s/device:CPU:1' % name[7] in text, text
-  assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1
-  assert checkpoint_steps(train_dir) == [STEPS]
-  largest, of_movement = assert_equivalent(str(train_dir / ('model.ckpt-%d' % STEPS)),
-                                           reference, start)
-  print('2 workers x 2 clones all-reduce (%s) against one worker of the global batch: '
-        'largest absolute difference %.3g, %.3g of the movement' % (addressing, largest,
-                                                                    of_movement))
 
 
 def _check_run_logs(train_dir):
@@ -397,29 +245,6 @@ def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_wo
   assert len(glob.glob(str(train_dir / 'events.out.tfevents.*'))) == 1
 
 
-@pytest.mark.parametrize('argv, text', [
-    (['--num_ps=-1', '--', 'true'], '--num_ps=-1, --num_workers=2: --num_ps must be >= 0'),
-    (['--num_ps=0', '--num_workers=0', '--', 'true'], '--num_workers >= 1'),
-    (['--', 'true', '--worker_hosts=a:1'], '--worker_hosts=a:1'),
-    (['--num_workers=1'], 'no command to run'),
-    (['--num_workers=1', '--'], 'no command to run'),
-    (['--task_log_dir=', '--', 'true'], '--task_log_dir is required'),
-    (['--isolation=wide', '--', 'true'], '--isolation=wide is not known'),
-    (['--addressing=env', '--', 'true'], '--addressing=env is not known'),
-    (['--num_data_workers=-1', '--', 'true'], '--num_data_workers=-1'),
-    (['--num_data_workers=1', '--', 'true', '--data_service_address=a:1'],
-     '--data_service_address=a:1'),
-])
-def test_launcher_mistakes_exit_2_with_one_line(argv, text, tmp_path):
-  result = subprocess.run([sys.executable, '-m', 'deployment.launch_local'] + argv,
-                          cwd=tmp_path, env=environment(), capture_output=True, text=True,
-                          timeout=60)
-  assert result.returncode == 2, result.stderr
-  lines = result.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith('error: ') and text in lines[0], lines
-  assert not os.listdir(tmp_path)  # Nothing started, no log directory made.
-
-
 def _host_listens(port):
   if not shutil.which('ss'):
     pytest.skip('ss (iproute2) is not installed')
@@ -430,10 +255,13 @@ def _host_listens(port):
 
 @pytest.mark.cluster
 def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
-  """TensorFlow binds *:port; isolated, that port does not exist on the host at all."""
-  command = trainer(train_flags(digits_dir, tmp_path / 'train'))
-  isolated = LocalCluster(1, 1, command, str(tmp_path / 'isolated'), isolation='auto')
-  exposed = LocalCluster(1, 1, command, str(tmp_path / 'exposed'), isolation='none')
+  """TensorFlow binds *:port (seen inside the namespace); isolated, that port does not
+  exist on the host at all. Not isolated, a task's port on all interfaces is the host's
+  (a stand-in that listens as TensorFlow does: tests/launch_local_runs.py)."""
+  isolated = LocalCluster(1, 1, trainer(train_flags(digits_dir, tmp_path / 'train')),
+                          str(tmp_path / 'isolated'), isolation='auto')
+  exposed = LocalCluster(1, 1, fake_task_command(tmp_path / 'stand_in', 'ps-0:listen', 2),
+                         str(tmp_path / 'exposed'), isolation='none')
   try:
     isolated.isolate()
     if isolated.network is None:
@@ -443,10 +271,10 @@ def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
     assert 'NOT isolated' in exposed.startup_line()
     for cluster in (isolated, exposed):
       cluster.start_task('ps-0')
-    for cluster in (isolated, exposed):
+    for cluster, serving in ((isolated, 'Parameter server 0 serving'),
+                             (exposed, 'ps-0 listening')):
       log_path = cluster.task('ps-0').log_path
-      wait_for(lambda: 'Parameter server 0 serving' in open(log_path).read(),
-               'the ps server', cluster=cluster)
+      wait_for(lambda: serving in open(log_path).read(), 'the ps server', cluster=cluster)
     exposed_port, isolated_port = exposed.task('ps-0').port, isolated.task('ps-0').port
     assert _host_listens(exposed_port) == ['*:%d' % exposed_port]  # All interfaces.
     assert _host_listens(isolated_port) == []
@@ -458,166 +286,3 @@ def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
   finally:
     isolated.kill()
     exposed.kill()
-
-
-# A stand-in for a trainer: no TensorFlow, behaviour chosen per task by
-# --behaviour=<task>:<action>,... (exit<N>: exit with N after 0.3 s; finish: exit 0 after
-# 0.3 s, once every task is ready; otherwise run until SIGTERM, then print it and exit 0).
-# Each prints 'ready' (and marks --ready_dir) once its SIGTERM handler is in place: tests
-# that signal a task wait for that.
-FAKE_TASK = r'''
-import os, signal, sys, time
-args = dict(a.lstrip('-').split('=', 1) for a in sys.argv[1:] if '=' in a)
-name = '%s-%s' % (args['job_name'], args['task_index'])
-plan = dict(item.split(':') for item in args.get('behaviour', '').split(',') if item)
-def stop(signum, frame):
-  print('%s got %s at %.3f' % (name, signal.Signals(signum).name, time.time()), flush=True)
-  sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-print('%s ready' % name, flush=True)
-open(os.path.join(args['ready_dir'], name), 'w').close()
-action = plan.get(name, 'run')
-if action != 'run':
-  while len(os.listdir(args['ready_dir'])) < int(args['num_tasks']):
-    time.sleep(0.02)  # Every task can take SIGTERM: now end.
-  time.sleep(0.3)
-  sys.exit(0 if action == 'finish' else int(action[4:]))
-while True:
-  time.sleep(0.02)
-'''
-
-
-def _fake_cluster(tmp_path, behaviour, num_workers=2, num_ps=1):
-  os.makedirs(tmp_path, exist_ok=True)
-  script = tmp_path / 'fake_task.py'
-  script.write_text(FAKE_TASK)
-  ready = tmp_path / 'ready'
-  ready.mkdir()
-  command = [sys.executable, str(script), '--behaviour=' + behaviour,
-             '--ready_dir=%s' % ready, '--num_tasks=%d' % (num_ps + num_workers)]
-  return LocalCluster(num_ps, num_workers, command, str(tmp_path / 'logs'), isolation='none')
-
-
-def test_the_launcher_runs_any_command_and_says_where_the_logs_are(tmp_path):
-  """Not the trainer: a stand-in gets the cluster flags; with no --task_log_dir the logs
-  go to runs/launch_local below the working directory, as the start-up line says."""
-  script = tmp_path / 'fake_task.py'
-  script.write_text(FAKE_TASK)
-  (tmp_path / 'ready').mkdir()
-  result = subprocess.run(
-      [sys.executable, '-m', 'deployment.launch_local', '--num_ps=1', '--num_workers=1',
-       '--isolation=none', '--', sys.executable, str(script), '--ready_dir=%s' % (
-           tmp_path / 'ready'), '--num_tasks=2', '--behaviour=worker-0:finish,ps-0:finish'],
-      cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=60)
-  assert result.returncode == 0, result.stdout + result.stderr
-  startup = result.stdout.splitlines()[0]
-  assert ('each runs %s %s --ready_dir=' % (sys.executable, script)) in startup, startup
-  assert '+ --ps_hosts --worker_hosts --job_name --task_index' in startup
-  assert startup.endswith('logs: runs/launch_local/<job>-<index>.log'), startup
-  logs = tmp_path / 'runs' / 'launch_local'
-  assert sorted(os.listdir(logs)) == ['ps-0.log', 'worker-0.log']
-  assert 'worker-0 ready' in (logs / 'worker-0.log').read_text()
-  assert 'ps-0: 0, worker-0: 0' in result.stdout
-
-
-def _all_ready(log_dir, names):
-  return all(os.path.exists(os.path.join(log_dir, n + '.log')) and
-             ' ready' in open(os.path.join(log_dir, n + '.log')).read() for n in names)
-
-
-def _sigterm_time(cluster, name):
-  text = open(cluster.task(name).log_path).read()
-  return float(text.split(' got SIGTERM at ')[1].split()[0])
-
-
-@pytest.mark.parametrize('addressing', ['flags', 'tf_config'])
-def test_without_ps_every_task_is_a_worker_told_no_ps(tmp_path, addressing):
-  cluster = LocalCluster(0, 3, ['trainer', '--x=1'], str(tmp_path), isolation='none',
-                         addressing=addressing)
-  assert [t.name for t in cluster.tasks] == ['worker-0', 'worker-1', 'worker-2']
-  workers = cluster.hosts('worker')
-  places = []
-  for task in cluster.tasks:
-    argv, env = cluster.command(task), cluster._environment(task)  # pylint: disable=protected-access
-    if addressing == 'flags':
-      assert argv == ['trainer', '--x=1', '--worker_hosts=' + ','.join(workers),
-                      '--job_name=worker', '--task_index=%d' % task.index]
-      places.append(task_spec.task_from_flags((), workers, 'worker', task.index))
-    else:
-      assert argv == ['trainer', '--x=1'] and 'ps' not in json.loads(env['TF_CONFIG'])[
-          'cluster']
-      places.append(task_spec.task_from_tf_config(env['TF_CONFIG']))
-  assert [(p.ps_hosts, p.worker_hosts, p.task_index) for p in places] == [
-      ((), tuple(workers), i) for i in range(3)]
-  line = cluster.startup_line()
-  assert line.startswith('launch_local: 3 workers without ps (all-reduce) on 127.0.0.1 '
-                         '(ports: worker %s)' % ','.join(h.split(':')[1] for h in workers))
-  assert '--ps_hosts' not in line
-
-
-def test_a_cluster_without_ps_ends_with_its_chief_or_its_first_failure(tmp_path):
-  """Supervision needs no ps: a failed worker stops the others and gives its status; the
-  chief's success ends the job with 0."""
-  with _fake_cluster(tmp_path / 'failed', 'worker-1:exit138', num_ps=0) as cluster:
-    assert cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05) == 138
-  assert [t.returncode for t in cluster.tasks] == [0, 138]   # The chief: stopped.
-  with _fake_cluster(tmp_path / 'done', 'worker-0:finish,worker-1:finish', num_ps=0) as cluster:
-    assert cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05) == 0
-
-
-def test_a_failed_task_stops_the_cluster_and_gives_its_status(tmp_path):
-  with _fake_cluster(tmp_path, 'worker-1:exit5') as cluster:
-    status = cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05)
-  assert status == 5
-  assert [t.returncode for t in cluster.tasks] == [0, 0, 5]   # ps, chief: stopped.
-  # Workers are asked to stop before parameter servers.
-  assert _sigterm_time(cluster, 'worker-0') <= _sigterm_time(cluster, 'ps-0')
-
-
-def test_the_chiefs_success_ends_the_job_with_0(tmp_path):
-  with _fake_cluster(tmp_path, 'worker-0:finish,worker-1:finish,ps-0:finish') as cluster:
-    assert cluster.supervise(lambda: False, grace_secs=10, poll_secs=0.05) == 0
-
-
-def test_a_stop_request_stops_workers_then_ps_and_returns_the_chiefs_status(tmp_path):
-  with _fake_cluster(tmp_path, '') as cluster:
-    ready = lambda: _all_ready(str(tmp_path / 'logs'), [t.name for t in cluster.tasks])
-    status = cluster.supervise(ready, grace_secs=10, poll_secs=0.05)
-  assert status == 0 and [t.returncode for t in cluster.tasks] == [0, 0, 0]
-  assert max(_sigterm_time(cluster, 'worker-0'), _sigterm_time(cluster, 'worker-1')) <= (
-      _sigterm_time(cluster, 'ps-0'))
-
-
-def _running(pid):
-  try:
-    with open('/proc/%d/stat' % pid) as stat:
-      return stat.read().rsplit(')', 1)[1].split()[0] != 'Z'
-  except FileNotFoundError:
-    return False
-
-
-def test_tasks_do_not_outlive_a_killed_launcher(tmp_path):
-  """The launcher itself SIGKILLed (no clean-up possible): its tasks get SIGTERM."""
-  script = tmp_path / 'fake_task.py'
-  script.write_text(FAKE_TASK)
-  (tmp_path / 'ready').mkdir()
-  launcher = subprocess.Popen([sys.executable, '-c', (
-      'import sys, time; sys.path.insert(0, %r)\n'
-      'from deployment.cluster.launch_local import LocalCluster\n'
-      'command = [sys.executable, %r, "--ready_dir=%s", "--num_tasks=2"]\n'
-      'cluster = LocalCluster(1, 1, command, %r, isolation="none").start()\n'
-      'print(" ".join(str(t.process.pid) for t in cluster.tasks), flush=True)\n'
-      'time.sleep(60)') % (ROOT, str(script), tmp_path / 'ready', str(tmp_path / 'logs'))],
-                              stdout=subprocess.PIPE, text=True)
-  try:
-    pids = [int(p) for p in launcher.stdout.readline().split()]
-    wait_for(lambda: _all_ready(str(tmp_path / 'logs'), ['ps-0', 'worker-0']),
-             'the tasks to install their SIGTERM handlers', timeout=60)
-    launcher.kill()
-    launcher.wait()
-    wait_for(lambda: not any(_running(pid) for pid in pids), 'the tasks to end', timeout=10)
-  finally:
-    launcher.kill()
-    launcher.wait()
-  for name in ('ps-0', 'worker-0'):
-    assert 'got SIGTERM' in open(tmp_path / 'logs' / (name + '.log')).read()
