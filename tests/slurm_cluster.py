@@ -27,6 +27,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from deployment.cluster import one_node_slurm, process_guards
 from deployment.cluster.one_node_slurm import MUNGE_KEY, PACKAGES
 # Re-exported (the redundant alias says so): tests/test_leftovers.py starts its stand-in
@@ -151,3 +153,20 @@ def end_stale_daemons():
 def _is_daemon(process):
   program = process.argv[0]
   return os.path.basename(program) in leftovers.DAEMONS or program.startswith(': slurm')
+
+
+_SHARED = []
+
+
+def shared(request, tmp_path_factory):
+  """This pytest process's SlurmCluster, for the session fixtures of the test modules that
+  submit jobs (the recipe's, its requeues'): started by the first to ask, stopped at the
+  session's end. Where Slurm cannot be installed, the test skips with the reason."""
+  reason = install()
+  if reason:
+    pytest.skip(reason)
+  if not _SHARED:
+    cluster = SlurmCluster(tmp_path_factory.mktemp('slurm'))
+    _SHARED.append(cluster.__enter__())
+    request.addfinalizer(lambda: _SHARED.pop().__exit__(None, None, None))
+  return _SHARED[0]
