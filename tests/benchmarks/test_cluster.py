@@ -5,6 +5,7 @@ holds in each mode, and at its smallest as a real cluster (lenet, a few steps, o
 
 import json
 import math
+import os
 
 import pytest
 
@@ -85,10 +86,26 @@ def test_every_worker_runs_every_step_but_in_async(mode, steps, per_step, extra)
 
 @pytest.mark.slow
 @pytest.mark.cluster
-# Forked tasks (tests/prestarted.py) are the fork server's children, so `other_cores`
-# counts their CPU as other processes'; in a parallel run the other pytest workers' is
-# counted there anyway, and nothing here reads it. The per-task CPU is read by pid.
-def test_the_benchmark_runs_one_round_of_real_clusters(digits_dir, tmp_path, capsys):
+def test_the_benchmark_runs_one_round_of_real_clusters(digits_dir, tmp_path, capsys,
+                                                      monkeypatch):
+  """Each configuration runs once as a real cluster (1 ps + 1 worker, 1 ps + 2 workers, 2
+  workers all-reducing), in the warm-up round; the measured round takes the same records
+  (the rounds' order and the warm-up left out: the stand-in tests above), so the
+  summaries are computed from real runs at 7 task starts, not 14.
+
+  The tasks are this process's children, started by LocalCluster and waited for when
+  each run ends, so `other_cores` (the machine's busy CPU less this process's and its
+  waited-for children's) leaves their CPU out; in a parallel run the other pytest
+  worker's is counted there, so only its range is checked. The per-task CPU is read by
+  pid."""
+  real_run, records = cluster.run, {}
+
+  def run_once(settings, workers, dataset_dir, work_dir, name, allreduce=False):
+    key = (workers, allreduce)
+    if key not in records:
+      records[key] = real_run(settings, workers, dataset_dir, work_dir, name, allreduce)
+    return dict(records[key], run=name)
+  monkeypatch.setattr(cluster, 'run', run_once)
   settings = cluster.check_settings(cluster.ClusterSettings(
       model_name='lenet', batch_size=8, steps_per_worker=21, warmup_steps=2, rounds=1,
       allreduce=True, timeout_secs=60, dataset_dir=digits_dir, work_dir=str(tmp_path)))
@@ -98,6 +115,9 @@ def test_the_benchmark_runs_one_round_of_real_clusters(digits_dir, tmp_path, cap
   reduced = [line for line in lines[:6] if line['run'].endswith('allreduce')]
   assert [(r['mode'], r['workers']) for r in reduced] == [('allreduce', 2)] * 2
   assert set(reduced[-1]['cpu_secs_per_global_step']) == {'worker-0', 'worker-1'}
+  assert sorted(records) == [(1, False), (2, False), (2, True)]
+  for record in lines[:6]:
+    assert 0.0 <= record['other_cores'] <= (os.cpu_count() or 1), record
   summary = lines[6]
   assert summary['which'] == 'all rounds' and summary['rounds'] == 1
   for key in ('one_worker_examples_per_sec', 'two_workers_examples_per_sec',
