@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from core.params import config_from_argv
 from deployment.cluster import addressing, jobset_env
 from deployment.cluster.task_spec import ClusterError
 from deployment.cluster.launch_local import LocalCluster
@@ -24,6 +25,7 @@ from tests import jobset_pods
 from tests.cluster_tasks import (assert_clean_log, checkpoint_steps, log_text, train_flags,
                                  trainer)
 from tests import leftovers
+from training.config import TrainConfig
 
 POD = {'JOBSET_NAME': 'js', 'REPLICATED_JOB_NAME': 'worker', 'JOB_INDEX': '1',
        'JOB_COMPLETION_INDEX': '0', 'REPLICATED_JOB_REPLICAS': '3',
@@ -170,43 +172,50 @@ def _run_pods(pods, command, log_dir):
 
 @pytest.mark.slow
 def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, tmp_path):
+  """The ps manifest scaled to 1 ps + 1 worker: the ps and the chief find each other by
+  their pod names. (A non-chief worker's place: the first test, in this process; one
+  running from its pod's environment: the all-reduce variant's run below.)"""
   manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.JOBSET_MANIFEST))
-  pods = [pod for pod in jobset_pods.pods(jobset_pods.scaled(manifest, ps=1, worker=2))
+  pods = [pod for pod in jobset_pods.pods(jobset_pods.scaled(manifest, ps=1, worker=1))
           if pod.replicated_job in jobset_pods.TRAINING_ROLES]
   assert all(pod.container['command'][:2] == ['python', 'train_image_classifier.py']
              for pod in pods)   # The manifest's program; the flags are a small run's.
   train_dir = tmp_path / 'train'
-  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
-                                sync_replicas=True, replicas_to_aggregate=2)
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8)
                     + ['--addressing=%s' % addressing_flag(pods)])
   status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
-  assert status == 0 and statuses == {'ps-0': 0, 'worker-0': 0, 'worker-1': 0}, logs
+  assert status == 0 and statuses == {'ps-0': 0, 'worker-0': 0}, logs
   for name, text in logs.items():
     assert_clean_log(text, name)
-  assert ('worker 0 of 2 (chief) at ucf101-i3d-rgb-10x8-worker-0-0.ucf101-i3d-rgb-10x8:2223;'
-          ' cluster of 1 ps + 2 workers from JobSet') in logs['worker-0']
-  assert 'All 2 workers left: parameter server 0 exits' in logs['ps-0']
+  assert ('worker 0 of 1 (chief) at ucf101-i3d-rgb-10x8-worker-0-0.ucf101-i3d-rgb-10x8:2223;'
+          ' cluster of 1 ps + 1 workers from JobSet') in logs['worker-0']
+  assert 'All 1 workers left: parameter server 0 exits' in logs['ps-0']
   assert checkpoint_steps(train_dir)[-1] == 8
 
 
-# The all-reduce variant's own trainer flags, which its pods' run keeps (the others name
+# The all-reduce variant's own cluster settings, which its pods' run keeps (the others name
 # the recipe's data, checkpoint and service, replaced by a small run's).
-CLUSTER_FLAGS = ('--addressing=', '--variable_update=', '--num_ps_tasks=', '--nosync_replicas')
+CLUSTER_FIELDS = ('addressing', 'variable_update', 'num_ps_tasks', 'sync_replicas')
 
 
 @pytest.mark.cluster
 @pytest.mark.slow
-def test_the_allreduce_variants_pods_train_without_ps_to_the_end(digits_dir, tmp_path):
+def test_the_allreduce_variants_pods_train_without_ps_to_the_end(digits_dir, tmp_path,
+                                                                monkeypatch):
   """2 workers and no ps (the variant's JobSet scaled down), each seeing its pod's
-  environment and running LeNet with the manifest's --variable_update=replicated
-  --num_ps_tasks=0 --nosync_replicas: every task 0, the chief alone writes."""
+  environment and running LeNet with the cluster settings the manifest's command gives
+  the trainer (its all-reduce recipe: --variable_update=replicated --num_ps_tasks=0
+  --nosync_replicas; --addressing=jobset): every task 0, the chief alone writes."""
   manifest = jobset_pods.the('JobSet', jobset_pods.documents(jobset_pods.ALLREDUCE_MANIFEST))
   pods = [pod for pod in jobset_pods.pods(jobset_pods.scaled(manifest, worker=2))
           if pod.replicated_job in jobset_pods.TRAINING_ROLES]
-  kept = [arg for arg in pods[0].container['command'] if arg.startswith(CLUSTER_FLAGS)]
-  assert len(kept) == len(CLUSTER_FLAGS) and '--variable_update=replicated' in kept, kept
+  monkeypatch.chdir(jobset_pods.ROOT)   # The pod's /app: its flagfile's paths.
+  config, _ = config_from_argv(TrainConfig, pods[0].command[2:])
+  kept = {name: getattr(config, name) for name in CLUSTER_FIELDS}
+  assert kept == {'addressing': 'jobset', 'variable_update': 'replicated', 'num_ps_tasks': 0,
+                  'sync_replicas': False}, kept
   train_dir = tmp_path / 'train'
-  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8) + kept)
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8, **kept))
   status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
   assert status == 0 and statuses == {'worker-0': 0, 'worker-1': 0}, logs
   for name, text in logs.items():
