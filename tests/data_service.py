@@ -9,8 +9,7 @@ Each server is `python -m datasets.data_service` (the tool the docs cite), loggi
 <directory>/<name>.log; start-up waits for every 'ready' line and for the dispatcher to
 list every worker. Everything still running is killed on exit, a failed start's too, and
 every server dies with the process that started it however that ends (its parent-death
-signal, tests/leftovers.py's `die_with_parent`: a forked start's parent is the fork
-server, which dies with its pytest process).
+signal, tests/leftovers.py's `die_with_parent`).
 """
 
 import functools

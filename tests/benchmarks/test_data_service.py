@@ -1,6 +1,7 @@
-"""benchmarks.data_service end to end on tiny settings: it starts its own tf.data service,
-times both trainings and prints its JSON lines (no figure is judged: the target is the
-benchmark's, recorded in docs/benchmarks.md); and its settings' rules."""
+"""benchmarks.data_service end to end on tiny settings, in this process as its main runs
+it: it starts its own tf.data service, times both trainings and prints its JSON lines (no
+figure is judged: the target is the benchmark's, recorded in docs/benchmarks.md); its
+settings' rules; and its contract (a bad flag: one line, status 2) in a fresh process."""
 
 import dataclasses
 import json
@@ -12,20 +13,43 @@ import pytest
 
 from benchmarks import data_service
 from core.errors import ConfigError
+from core.params import config_from_argv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ['--rounds=1', '--steps=1', '--warmup_steps=1', '--clip_frames=4', '--min_frames=8',
         '--max_frames=10', '--video_size=48x64', '--short_side=64', '--batch_size=2']
 
 
+def _thread_affinities():
+  affinities = {}
+  for thread in os.listdir('/proc/self/task'):
+    try:
+      affinities[int(thread)] = os.sched_getaffinity(int(thread))
+    except ProcessLookupError:  # The thread ended meanwhile.
+      pass
+  return affinities
+
+
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_the_benchmark_runs_end_to_end_and_prints_its_lines(tmp_path):
-  result = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.data_service', '--work_dir=%s' % tmp_path] + TINY,
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{')]
+def test_the_benchmark_runs_end_to_end_and_prints_its_lines(tmp_path, capsys):
+  """What the benchmark's main runs, in this process (the trainer's: it pins this
+  process's threads to --trainer_core, unpinned again after); its dispatcher and data
+  worker are processes of their own, as in a run."""
+  settings = data_service.check_settings(config_from_argv(
+      data_service.DataServiceBenchSettings, ['--work_dir=%s' % tmp_path] + TINY)[0])
+  allowed = os.sched_getaffinity(0)
+  try:
+    data_service.run(settings, str(tmp_path))
+  finally:
+    for thread in _thread_affinities():
+      try:
+        os.sched_setaffinity(thread, allowed)
+      except ProcessLookupError:
+        pass
+  assert all(cores == allowed for cores in _thread_affinities().values())
+  out = capsys.readouterr().out
+  lines = [json.loads(line) for line in out.splitlines() if line.startswith('{')]
   measured = [(line['measurement'], line['input']) for line in lines if 'measurement' in line]
   assert measured == [('input pipeline alone', 'local'), ('model, synthetic data', 'local'),
                       ('full training step', 'local'), ('input pipeline alone', 'service'),
@@ -34,11 +58,19 @@ def test_the_benchmark_runs_end_to_end_and_prints_its_lines(tmp_path):
   assert len(ratio['ratios']) == 1 and ratio['target'] == data_service.TARGET
   assert sorted(line['doctor'] for line in lines if 'doctor' in line) == ['local', 'service']
   assert any('cores_per_h200_tf32' in line for line in lines)
-  machine = result.stdout.splitlines()[-1]
+  machine = out.splitlines()[-1]
   assert machine.startswith('machine: ') and '(threads elsewhere: 0)' in machine
   # The service's servers logged to the work directory and were ended with the run.
   with open(str(tmp_path / 'service' / 'data_worker.log')) as handle:
     assert 'ready on port' in handle.read()
+
+
+def test_a_flag_mistake_is_one_line_and_status_2():
+  """The tool's contract, in a fresh process (no TensorFlow imported before the check)."""
+  result = subprocess.run([sys.executable, '-m', 'benchmarks.data_service', '--steps=0'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert (result.returncode, result.stdout) == (2, ''), result
+  assert result.stderr.splitlines() == ['error: --steps=0 must be >= 1'], result.stderr
 
 
 @pytest.mark.parametrize('changes, flag', [

@@ -1,18 +1,21 @@
 """Tests for datasets/inputs/data_service.py: each role's flags checked before a server
 starts (one ConfigError line naming the flag), and `python -m datasets.data_service` on a
-user mistake: one `error:` line, exit status 2 (its serving and SIGTERM are exercised by
+user mistake: one `error:` line, exit status 2 (a flag mistake in a fresh process, a busy
+port through `serve` in this one; its serving and SIGTERM are exercised by
 tests/datasets/inputs/test_service_client.py and tests/training/test_train_data_service.py)."""
 
 import os
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from core.errors import USAGE
+from core.errors import USAGE, report
 from core.params import ConfigError
-from datasets.inputs.data_service import ServerConfig, check_server_config, with_addressing
+from datasets.inputs.data_service import (ServerConfig, check_server_config, serve,
+                                          with_addressing)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -43,22 +46,30 @@ def test_valid_roles_pass():
   check_server_config(ServerConfig(**WORKER, worker_address='host-1:6000'))
 
 
-def _run(*flags):
-  return subprocess.run([sys.executable, '-m', 'datasets.data_service'] + list(flags),
-                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_a_flag_mistake_is_one_line_and_status_2():
+  """The tool's contract, in a fresh process: status 2, one `error:` line."""
+  result = subprocess.run([sys.executable, '-m', 'datasets.data_service', '--role=dispatcher',
+                           '--port=5050'], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+  errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+  assert result.returncode == USAGE and len(errors) == 1 and (
+      '--work_dir is required' in errors[0]), result.stderr[-2000:]
 
 
-def test_bad_flags_and_a_busy_port_are_one_line_and_status_2(tmp_path):
+def test_a_busy_port_is_one_line_and_status_2(tmp_path, capsys):
+  """What the tool's main does with a port it cannot listen on, in this process: serve
+  raises the one line, reported with status 2."""
   with socket.socket() as busy:
     busy.bind(('', 0))
     busy.listen()
-    runs = [_run('--role=dispatcher', '--port=5050'),
-            _run('--role=dispatcher', '--port=%d' % busy.getsockname()[1],
-                 '--work_dir=%s' % tmp_path)]
-  for result, text in zip(runs, ['--work_dir is required', 'the server does not start']):
-    errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
-    assert result.returncode == USAGE and len(errors) == 1 and text in errors[0], (
-        result.stderr[-2000:])
+    config = ServerConfig(role='dispatcher', port=busy.getsockname()[1],
+                          work_dir=str(tmp_path))
+    with pytest.raises(ConfigError) as raised:
+      serve(config, stop_event=threading.Event())
+  assert report(raised.value) == USAGE
+  errors = capsys.readouterr().err.splitlines()
+  assert len(errors) == 1 and errors[0].startswith('error: ') and (
+      'the server does not start' in errors[0]), errors
 
 
 SLURM_TASK = {'SLURM_JOB_ID': '1234', 'SLURM_STEP_ID': '1', 'SLURM_STEP_NUM_TASKS': '2',
