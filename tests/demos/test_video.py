@@ -1,4 +1,10 @@
-"""`make demo` as a user runs it: demo.py drives the real tools one after the other."""
+"""`make demo` as a user runs it: demo.py drives the real tools one after the other.
+
+demo.py's work (demos.video.run_demo) runs in this process on the command line read as
+demo.py reads it; its stages are the users' real command lines, each in a process of its
+own, as `make demo` runs them (that is what the demo shows). demo.py itself is started
+once, by its contract test: bad settings, status 2 and one line.
+"""
 
 import os
 import re
@@ -7,15 +13,21 @@ import sys
 
 import pytest
 
+from core.params import config_from_argv
+from demos.video import DemoConfig, run_demo
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _demo(out, *flags):
-  """Runs demo.py as a user does; -> the summary's lines."""
-  result = subprocess.run([sys.executable, 'demo.py', '--output_dir=%s' % out] + list(flags),
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  summary = result.stdout.split('== demo summary ==')[1].strip().splitlines()
+def _demo(out, capsys, monkeypatch, *flags):
+  """Runs the demo as demo.py's main does, from the repository root; -> the summary's
+  lines."""
+  monkeypatch.chdir(ROOT)   # The stages' scripts and the recipe, as `make demo` finds them.
+  config, _ = config_from_argv(DemoConfig, ['--output_dir=%s' % out] + list(flags))
+  status = run_demo(config)
+  printed = capsys.readouterr()
+  assert status == 0, printed.out[-3000:] + printed.err[-3000:]
+  summary = printed.out.split('== demo summary ==')[1].strip().splitlines()
   assert summary[1].startswith('prediction on held-out v_') and 'true class' in summary[1]
   assert summary[2].startswith('time per stage: videos ')
   assert summary[4] == 'open them with: tensorboard --logdir=%s' % out
@@ -33,23 +45,24 @@ def _held_out(summary_line, target):
 
 
 @pytest.mark.slow
-def test_the_video_demo_runs_every_stage_and_says_so(tmp_path):
+def test_the_video_demo_runs_every_stage_and_says_so(tmp_path, capsys, monkeypatch):
   """The reduced form: every stage's real command line, on 8 videos a class and 20 steps
   (the full demo, which learns the motion: the heavy test below, `make demo`)."""
-  summary = _demo(tmp_path / 'demo', '--videos_per_class=8', '--train_steps=20',
-                  '--min_accuracy=0')
+  summary = _demo(tmp_path / 'demo', capsys, monkeypatch, '--videos_per_class=8',
+                  '--train_steps=20', '--min_accuracy=0')
   _, total = _held_out(summary[0], '0')
   assert total > 0
   assert os.path.exists(tmp_path / 'demo' / 'train' / 'model.ckpt-20.index')
 
 
 @pytest.mark.heavy
-def test_the_video_demo_learns_motion_and_says_so(tmp_path):
-  correct, total = _held_out(_demo(tmp_path / 'demo')[0], '0.9')
+def test_the_video_demo_learns_motion_and_says_so(tmp_path, capsys, monkeypatch):
+  correct, total = _held_out(_demo(tmp_path / 'demo', capsys, monkeypatch)[0], '0.9')
   assert 10 * correct >= 9 * total   # counted: at least 90 %
 
 
 def test_bad_settings_are_one_line(tmp_path):
+  """demo.py's contract, in its own process: status 2 and one `error:` line."""
   result = subprocess.run([sys.executable, 'demo.py', '--min_accuracy=2',
                            '--output_dir=%s' % tmp_path], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, check=False)
