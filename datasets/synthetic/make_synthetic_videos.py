@@ -1,8 +1,8 @@
 """Writes a tiny synthetic action dataset: real video files and split lists, UCF101 layout.
 
 The work of `python -m datasets.make_synthetic_videos` (`SyntheticVideosConfig` holds its
-flags, `write_synthetic_videos(config)` runs it); `make_synthetic_videos` takes the same
-settings as plain arguments.
+flags, `write_synthetic_videos(config)` runs it); `make_synthetic_videos(output_dir,
+**settings)` takes the settings as keywords: the fields of `SyntheticVideoSettings`.
 
 Default: 4 classes x 12 videos of 8-40 frames; about 1 s on one CPU core and 3 MB.
 Output (as UCF101 unpacked, with the `ucfTrainTestlist` files in splits/):
@@ -40,8 +40,8 @@ import numpy as np
 
 from core.params import ConfigError, param
 
-__all__ = ['DIRECTIONS', 'SyntheticVideosConfig', 'write_synthetic_videos',
-           'make_synthetic_videos', 'summary_line']
+__all__ = ['DIRECTIONS', 'SyntheticVideoSettings', 'SyntheticVideosConfig',
+           'write_synthetic_videos', 'make_synthetic_videos', 'summary_line']
 
 # Class name -> unit (dy, dx) per frame, image axes (y down). Classes use the first n.
 _DIAGONAL = 1 / math.sqrt(2)
@@ -62,23 +62,87 @@ _NOISE_MEAN, _NOISE_STD = 128.0, 20.0
 _MIN_SIDE = 16
 
 
+def _valid_size(size):
+  """True for a (height, width) pair of even integers >= _MIN_SIDE (yuv420p halves both)."""
+  return len(size) == 2 and all(
+      not isinstance(side, bool) and isinstance(side, (int, np.integer)) and side >= _MIN_SIDE
+      and side % 2 == 0 for side in size)
+
+
+def _check_int(name, value, low, high):
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+      low <= value <= high):
+    raise ConfigError('%s=%r is not accepted: use an integer from %d to %d'
+                     % (name, value, low, high))
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticVideoSettings:
+  """What the videos are; checked when made (ConfigError naming the first bad field).
+
+  Attributes:
+    num_classes: 2 to 8 motion directions.
+    videos_per_class: at least 4 (two groups, so that train and test can be disjoint).
+    min_frames, max_frames: lengths are uniform in [min_frames, max_frames]; in every class
+      the first video has min_frames and the last max_frames, so both extremes occur.
+    sizes: (height, width) pairs, even, at least 16; each video picks one at random.
+    fps: frame rate written into the files.
+    test_fraction: share of each class's groups (rounded, at least one) held out for test.
+    seed: everything (lengths, sizes, textures, motion, noise) follows from it.
+  """
+  num_classes: int = 4
+  videos_per_class: int = 12
+  min_frames: int = 8
+  max_frames: int = 40
+  sizes: tuple[tuple[int, int], ...] = ((64, 80), (72, 96))
+  fps: float = 25.0
+  test_fraction: float = 0.25
+  seed: int = 0
+
+  def __post_init__(self):
+    object.__setattr__(self, 'sizes', tuple(tuple(size) for size in self.sizes))
+    _check_int('num_classes', self.num_classes, 2, len(DIRECTIONS))
+    # At least two groups, so train and test can be disjoint; gGG has two digits.
+    _check_int('videos_per_class', self.videos_per_class, _CLIPS_PER_GROUP + 1,
+               99 * _CLIPS_PER_GROUP)
+    _check_int('min_frames', self.min_frames, 1, 100000)
+    _check_int('max_frames', self.max_frames, self.min_frames, 100000)
+    if not self.sizes or not all(_valid_size(size) for size in self.sizes):
+      raise ConfigError('sizes=%r is not accepted: use (height, width) pairs of even '
+                        'integers >= %d' % (self.sizes, _MIN_SIDE))
+    fps = self.fps
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 1 <= fps <= 1000:
+      raise ConfigError('fps=%r is not accepted: use a number from 1 to 1000' % (fps,))
+    fraction = self.test_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+        0 < fraction < 1):
+      raise ConfigError('test_fraction=%r is not accepted: use a number between 0 and 1'
+                        % (fraction,))
+
+
+_DEFAULT = SyntheticVideoSettings()
+
+
 @dataclasses.dataclass(frozen=True)
 class SyntheticVideosConfig:
-  """What to write; each field is also a flag of `python -m datasets.make_synthetic_videos`."""
+  """What to write; each field is also a flag of `python -m datasets.make_synthetic_videos`
+  (defaults from SyntheticVideoSettings)."""
   # Output.
   output_dir: Optional[str] = param(None, 'Directory for videos/ and splits/ (new or empty).')
-  seed: int = param(0, 'Seed of everything random.')
+  seed: int = param(_DEFAULT.seed, 'Seed of everything random.')
   # Classes.
-  num_classes: int = param(4, 'Motion directions, 2 to %d.' % len(DIRECTIONS))
-  videos_per_class: int = param(12, 'Videos per class, in groups of %d clips.'
-                                % _CLIPS_PER_GROUP)
-  test_fraction: float = param(0.25, 'Share of each class\'s groups held out for test.')
+  num_classes: int = param(_DEFAULT.num_classes, 'Motion directions, 2 to %d.'
+                           % len(DIRECTIONS))
+  videos_per_class: int = param(_DEFAULT.videos_per_class,
+                                'Videos per class, in groups of %d clips.' % _CLIPS_PER_GROUP)
+  test_fraction: float = param(_DEFAULT.test_fraction,
+                               'Share of each class\'s groups held out for test.')
   # Videos.
-  min_frames: int = param(8, 'Shortest video, in frames.')
-  max_frames: int = param(40, 'Longest video, in frames.')
-  sizes: tuple[str, ...] = param(('64x80', '72x96'), 'Frame sizes HEIGHTxWIDTH (even); '
-                                 'each video picks one.')
-  fps: float = param(25.0, 'Frame rate of the files.')
+  min_frames: int = param(_DEFAULT.min_frames, 'Shortest video, in frames.')
+  max_frames: int = param(_DEFAULT.max_frames, 'Longest video, in frames.')
+  sizes: tuple[str, ...] = param(tuple('%dx%d' % size for size in _DEFAULT.sizes),
+                                 'Frame sizes HEIGHTxWIDTH (even); each video picks one.')
+  fps: float = param(_DEFAULT.fps, 'Frame rate of the files.')
 
 
 def write_synthetic_videos(config):
@@ -130,21 +194,12 @@ class _Video:
   noise_seed: int
 
 
-def make_synthetic_videos(output_dir, num_classes=4, videos_per_class=12, min_frames=8,
-                          max_frames=40, sizes=((64, 80), (72, 96)), fps=25,
-                          test_fraction=0.25, seed=0):
+def make_synthetic_videos(output_dir, **settings):
   """Writes the videos and split lists (see the module docstring) into `output_dir`.
 
   Args:
     output_dir: created if missing; must not already hold videos/ or splits/.
-    num_classes: 2 to 8 motion directions.
-    videos_per_class: at least 4 (two groups, so that train and test can be disjoint).
-    min_frames, max_frames: lengths are uniform in [min_frames, max_frames]; in every class
-      the first video has min_frames and the last max_frames, so both extremes occur.
-    sizes: (height, width) pairs, even, at least 16; each video picks one at random.
-    fps: frame rate written into the files.
-    test_fraction: share of each class's groups (rounded, at least one) held out for test.
-    seed: everything (lengths, sizes, textures, motion, noise) follows from it.
+    **settings: fields of SyntheticVideoSettings (their defaults and rules there).
 
   Returns:
     A dict: output_dir, video_dir, split_dir, class_names (sorted; label i is
@@ -156,32 +211,28 @@ def make_synthetic_videos(output_dir, num_classes=4, videos_per_class=12, min_fr
     ConfigError (a ValueError): a bad argument or an occupied output_dir; nothing is
       written then.
   """
-  sizes = tuple(tuple(size) for size in sizes)
-  _check_arguments(output_dir, num_classes, videos_per_class, min_frames, max_frames, sizes,
-                   fps, test_fraction)
+  _check_output_dir(output_dir)
+  settings = SyntheticVideoSettings(**settings)
   codec, extension = _pick_encoder()
-  videos = _plan(num_classes, videos_per_class, min_frames, max_frames, sizes,
-                 test_fraction, np.random.default_rng(seed))
+  videos = _plan(settings)
   video_dir = os.path.join(output_dir, 'videos')
   split_dir = os.path.join(output_dir, 'splits')
   for video in videos:
-    path = os.path.join(video_dir, _relative_path(video, extension))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    _write_video(path, _render_frames(video), fps, codec)
+    _write_video(os.path.join(video_dir, _relative_path(video, extension)),
+                 _render_frames(video), settings.fps, codec)
   class_names = sorted({video.class_name for video in videos})
   _write_lists(split_dir, class_names, videos, extension)
   return {
       'output_dir': output_dir, 'video_dir': video_dir, 'split_dir': split_dir,
-      'class_names': class_names, 'codec': codec, 'extension': extension, 'fps': fps,
-      'num_train': sum(video.split == 'train' for video in videos),
+      'class_names': class_names, 'codec': codec, 'extension': extension,
+      'fps': settings.fps, 'num_train': sum(video.split == 'train' for video in videos),
       'num_test': sum(video.split == 'test' for video in videos),
       'videos': [_describe(video, extension) for video in videos],
   }
 
 
-def _check_arguments(output_dir, num_classes, videos_per_class, min_frames, max_frames,
-                     sizes, fps, test_fraction):
-  """Raises ConfigError naming the first bad argument."""
+def _check_output_dir(output_dir):
+  """Raises ConfigError unless output_dir is given and holds no videos/ or splits/ yet."""
   if not output_dir:
     raise ConfigError('output_dir is required: the directory the videos and lists go to')
   for name in ('videos', 'splits'):
@@ -189,34 +240,6 @@ def _check_arguments(output_dir, num_classes, videos_per_class, min_frames, max_
         os.path.join(output_dir, name)):
       raise ConfigError('output_dir=%s already holds %s/; remove it or choose another directory'
                        % (output_dir, name))
-  _check_int('num_classes', num_classes, 2, len(DIRECTIONS))
-  # At least two groups, so train and test can be disjoint; gGG has two digits.
-  _check_int('videos_per_class', videos_per_class, _CLIPS_PER_GROUP + 1, 99 * _CLIPS_PER_GROUP)
-  _check_int('min_frames', min_frames, 1, 100000)
-  _check_int('max_frames', max_frames, min_frames, 100000)
-  if not sizes or not all(_valid_size(size) for size in sizes):
-    raise ConfigError('sizes=%r is not accepted: use (height, width) pairs of even integers '
-                     '>= %d' % (sizes, _MIN_SIDE))
-  if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 1 <= fps <= 1000:
-    raise ConfigError('fps=%r is not accepted: use a number from 1 to 1000' % (fps,))
-  if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not (
-      0 < test_fraction < 1):
-    raise ConfigError('test_fraction=%r is not accepted: use a number between 0 and 1'
-                     % (test_fraction,))
-
-
-def _valid_size(size):
-  """True for a (height, width) pair of even integers >= _MIN_SIDE (yuv420p halves both)."""
-  return len(size) == 2 and all(
-      not isinstance(side, bool) and isinstance(side, (int, np.integer)) and side >= _MIN_SIDE
-      and side % 2 == 0 for side in size)
-
-
-def _check_int(name, value, low, high):
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
-      low <= value <= high):
-    raise ConfigError('%s=%r is not accepted: use an integer from %d to %d'
-                     % (name, value, low, high))
 
 
 def _pick_encoder():
@@ -231,11 +254,15 @@ def _pick_encoder():
                    % (av.__version__, ', '.join(codec for codec, _ in _ENCODERS)))
 
 
-def _plan(num_classes, videos_per_class, min_frames, max_frames, sizes, test_fraction, rng):
-  """Draws every video's parameters, class by class, in file-name order."""
+def _plan(settings):
+  """Draws every video's parameters from settings.seed, class by class, in file-name
+  order."""
+  rng = np.random.default_rng(settings.seed)
+  videos_per_class, min_frames, max_frames, sizes = (
+      settings.videos_per_class, settings.min_frames, settings.max_frames, settings.sizes)
   num_groups = math.ceil(videos_per_class / _CLIPS_PER_GROUP)
-  num_test_groups = min(num_groups - 1, max(1, round(test_fraction * num_groups)))
-  names = sorted(name for name, _ in DIRECTIONS[:num_classes])
+  num_test_groups = min(num_groups - 1, max(1, round(settings.test_fraction * num_groups)))
+  names = sorted(name for name, _ in DIRECTIONS[:settings.num_classes])
   directions = dict(DIRECTIONS)
   videos = []
   for label, class_name in enumerate(names):
@@ -288,7 +315,9 @@ def _textures(seed, side):
 
 
 def _write_video(path, frames, fps, codec):
-  """Encodes uint8 [T, H, W, 3] RGB frames (H, W even) as yuv420p video."""
+  """Encodes uint8 [T, H, W, 3] RGB frames (H, W even) as yuv420p video at `path`
+  (its directory created if missing)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
   with av.open(path, 'w') as container:
     stream = container.add_stream(codec, rate=fractions.Fraction(fps).limit_denominator(1001))
     stream.height, stream.width = frames.shape[1:3]
