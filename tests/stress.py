@@ -47,8 +47,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name -> pytest -k expression (within -m cluster).
 GROUPS = collections.OrderedDict([
     ('sync_equivalence', 'two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b'),
-    ('chief_kill', 'chief_killed_and_restarted or chief_lost_inside_a_synchronous_update'),
-    ('ps_kill', 'parameter_server_killed'),
+    ('chief_kill', 'replaces_a_chief_lost_inside_an_update'),
+    ('ps_kill', 'lost_parameter_server_ends_every_worker'),
     ('end_of_job', 'end_of_training_ends_every_task'),
 ])
 
