@@ -86,8 +86,12 @@ def _run(name, argv, python, log_dir):
   return result.returncode, seconds, result.stdout
 
 
-def run_demo(config):
-  """Runs every stage; prints the summary; returns the exit status (see demo.py)."""
+def run_demo(config, run_stage=None):
+  """Runs every stage; prints the summary; returns the exit status (see demo.py).
+  run_stage(name, argv, python, log_dir) -> (exit status, seconds, stdout) runs one stage;
+  by default the command line `python argv...` in a process of its own, as a user types it
+  (a test calls the stages' entries in its own process instead)."""
+  run_stage = run_stage or _run
   errors.require(config.output_dir, '--output_dir is required')
   errors.require(0 <= config.min_accuracy <= 1, '--min_accuracy=%r must be in [0, 1]'
                  % config.min_accuracy)
@@ -101,7 +105,7 @@ def run_demo(config):
   python = config.python or sys.executable
   times, outputs = {}, {}
   for name, argv in _stages(config):
-    status, times[name], outputs[name] = _run(name, argv, python, log_dir)
+    status, times[name], outputs[name] = run_stage(name, argv, python, log_dir)
     if status != 0:
       print('[demo] %s failed (exit %d); its log: %s' % (
           name, status, os.path.join(log_dir, name + '.log')), flush=True)
