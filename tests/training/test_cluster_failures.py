@@ -44,9 +44,10 @@ def _assert_all_exit_0(cluster):
     assert_clean_log(last_start(text), task.name)
 
 
-# The chief lost inside a synchronous update, made on purpose (this test's own process, at
-# the parameter server, so the cluster runs without a private network namespace): once the
-# chief is frozen, waits until worker 1 has sent its gradient for the current step
+# The chief lost inside a synchronous update, made on purpose from this test's process
+# (which reaches the parameter server only when the cluster has no private network
+# namespace: isolation='none'; a helper interpreter would cost a TensorFlow import, and
+# worker 1's step timeout ran out during one on a loaded machine): once the chief is frozen, waits until worker 1 has sent its gradient for the current step
 # (deployment.sync_replicas records the last step each worker sent one for: from then on it
 # can only wait for a token), calls `kill_chief`, then empties every gradient accumulator
 # (shared_name '<variable>:0/grad_accum') as a chief's update does before it applies them
@@ -91,8 +92,8 @@ def _step_again(cluster, name, what):
 
 def test_a_synchronous_job_rejoins_its_workers_and_replaces_a_chief_lost_inside_an_update(
     digits_dir, tmp_path):
-  """One synchronous job (TF_CONFIG addressing) through the rows of a worker and a chief
-  lost, in turn, each start a task's own:
+  """One synchronous job (TF_CONFIG addressing) meets, in turn, the rows of a worker lost,
+  of a worker with other flags and of a chief lost:
 
   1. Worker 1 is preempted (SIGTERM: status 0 at a step boundary, 'leaves: stopped') and
      restarted; then dies (SIGKILL).
