@@ -136,6 +136,7 @@ def _submit_and_cancel(slurm, log_dir, flags, train_dir):
     assert_clean_log(text, name)
     assert 'SIGTERM received' in text, (name, text[-2000:])
   saved = checkpoint_steps(train_dir)[-1]
+  assert ready_steps(texts['worker-0.log']) == [0], texts['worker-0.log'][-2000:]
   assert LEAVE.findall(texts['worker-0.log']) == [('stopped', str(saved))]  # It saved.
   assert max(steps(texts['worker-0.log'])) <= saved < REQUEUE_STEPS
   return saved
