@@ -3,9 +3,9 @@ processes, one log per task. 2 synchronous workers of batch b update like ONE wo
 batch 2b (tests/global_batch.py: the reference and its bound); SIGTERM stops the whole job
 cleanly and a relaunch resumes; the end of training ends every task with 0, asynchronous
 or with a backup worker; and the tasks listen only inside their private network namespace.
-The launcher's supervision on stand-in tasks: tests/deployment/cluster/
-test_launch_local_supervision.py; without ps (all-reduce): test_launch_local_allreduce.py
-beside it.
+The launcher's supervision on stand-in tasks, and its mistakes:
+tests/deployment/cluster/test_launch_local_supervision.py; without ps (all-reduce):
+tests/deployment/cluster/test_launch_local_allreduce.py.
 """
 
 import functools
