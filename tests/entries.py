@@ -1,16 +1,21 @@
-"""The entry scripts' paths, called in the test's own process, and their one contract run.
+"""Entry scripts and tools called in the test's own process, as their `main` calls the
+library, and the one contract run each keeps in a fresh process.
 
-In process, as the entry's own `main` does it after parsing (core.params.config_from_argv
-reads the command line as the entry reads it, flagfiles and the one error line included):
+In process (core.params.config_from_argv reads the command line as the entry reads it,
+flagfiles and the one line of a bad flag included; an expected error is printed by
+core.errors.report as main prints it, so capsys holds the `error:` line):
 
+    status = train_main(['--dataset_name=digits', ...], environ={'TF_CONFIG': ...})
     status, runs = evaluate(['--checkpoint_path=...', ...])      # eval.py
     status, result = export(['--checkpoint_path=...', ...])      # export.py
+    status, result = call(ImageConversion, argv, convert_images)  # a tool: its library call
     assert_one_error_line_printed(capsys, status, 'no such checkpoint')
 
-An expected error is printed by core.errors.report, as main prints it, so capsys holds the
-`error:` line. `run_entry` starts the real script in a fresh interpreter with a user's
-environment, for each entry's one contract test (exit status, the one `error:` line and
-nothing else on stderr: TensorFlow's start-up notices must be hidden by the entry itself).
+What a tool's `main` adds on top of its library call (the summary it prints, INCOMPLETE for
+skipped input) each test states. `run_entry` starts the real script in a fresh interpreter
+with a user's environment, for each entry's one contract test (exit status, the one
+`error:` line and nothing else on stderr: TensorFlow's start-up notices must be hidden by
+the entry itself).
 """
 
 import os
@@ -23,8 +28,33 @@ from evaluation import run
 from evaluation.config import EvalConfig
 from evaluation.setup import from_run_records
 from serving.export_model import ExportConfig, export_saved_model, from_run_record
+from training import lifecycle
+from training.config import TrainConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def call(config_class, argv, work):
+  """A tool's main on `argv` in this process: (status, what `work(config)` returned, or
+  None after a reported error); `work` is the library call the tool's main makes."""
+  try:
+    config, _ = config_from_argv(config_class, argv)
+    return errors.OK, work(config)
+  except errors.EXPECTED as error:
+    return errors.report(error), None
+
+
+def train_main(argv, environ=None):
+  """train_image_classifier.py's main on `argv` in this process: its exit status. The task
+  is placed from `environ` (not os.environ). A cluster task would start its TensorFlow
+  server in this process for good: only tasks refused before their server starts belong
+  here (processes are the point of the others: tests/cluster_tasks.py)."""
+  try:
+    config, _ = config_from_argv(TrainConfig, argv)
+    job = lifecycle.resolve_job(config, {} if environ is None else environ)
+  except errors.EXPECTED as error:
+    return errors.report(error)
+  return lifecycle.run_job(job)
 
 
 def evaluate(argv, on_result=None):

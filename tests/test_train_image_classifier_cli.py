@@ -4,7 +4,7 @@ One case is the contract of train_image_classifier.py itself: a real `python
 train_image_classifier.py --batch_size=-1 ...` in a fresh process, in the user's
 environment without the variables that hide TensorFlow's notices, so its one line says
 the entry hides them itself. The other cases call what the entries' mains call, in this
-process (tests/train_main.py; eval.py's steps below), and read the printed lines with
+process (tests/entries.py), and read the printed lines with
 capsys. Every training case also passes --max_number_of_steps=1 and a temporary
 --train_dir, so a check that wrongly lets a case through trains one step instead of
 forever.
@@ -17,11 +17,7 @@ import sys
 import pytest
 
 from core import errors
-from core.params import config_from_argv
-from evaluation import run
-from evaluation.config import EvalConfig
-from evaluation.setup import from_run_records
-from tests.train_main import train_main
+from tests.entries import evaluate, train_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,15 +56,7 @@ FRESH = 'negative_batch_size'   # train_image_classifier.py's contract: a real p
 
 def eval_main(argv):
   """eval.py's main in this process: its exit status for `argv`."""
-  results = []
-  try:
-    config, settings = from_run_records(*config_from_argv(EvalConfig, argv))
-    for result in run.evaluations(config, settings):
-      print(run.summary(result), flush=True)
-      results.append(result)
-  except errors.EXPECTED as error:
-    return errors.report(error)
-  return run.exit_status(config, results)
+  return evaluate(argv)[0]
 
 
 def quiet_env():

@@ -3,7 +3,7 @@ line `error: ...` naming the flag or TF_CONFIG, before any server starts.
 
 (The rules themselves are unit-tested in tests/deployment/cluster/test_ps_cluster.py and
 tests/training/test_lifecycle.py; these check that the entry's main reports them. They
-call its steps in this process, tests/train_main.py; the script's own contract, a fresh
+call its steps in this process, tests/entries.py; the script's own contract, a fresh
 process, is tests/test_train_image_classifier_cli.py's.)
 """
 
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from deployment.cluster import ps_cluster
-from tests.train_main import train_main
+from tests.entries import train_main
 
 VALID = ['--dataset_name=digits', '--dataset_dir={data}', '--model_name=lenet',
          '--train_dir={tmp}/train', '--max_number_of_steps=1']

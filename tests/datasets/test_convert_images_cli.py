@@ -1,6 +1,6 @@
 """`python -m datasets.convert_images` as users run it: exit codes and what they read.
 
-The command lines run in this process as the tool's main runs them (tests/tool_calls.py);
+The command lines run in this process as the tool's main runs them (tests/entries.py);
 one test starts the tool itself: the status and the one line of an output that cannot be
 written.
 """
@@ -14,14 +14,14 @@ import pytest
 from core import errors
 from datasets.conversion import convert_images
 from datasets.conversion.convert_images import ImageConversion
-from tests import tool_calls
+from tests import entries
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = os.path.join(REPO, '.venv', 'bin', 'python')
 
 
 def _call(*flags):
-  return tool_calls.call(ImageConversion, flags, convert_images.convert_images)
+  return entries.call(ImageConversion, flags, convert_images.convert_images)
 
 
 @pytest.mark.parametrize('flags, message', [

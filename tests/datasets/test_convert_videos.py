@@ -1,7 +1,7 @@
 """`python -m datasets.convert_videos` as users run it: exit statuses, the summary line, and
 decoding processes that do not import TensorFlow.
 
-The command lines run in this process as the tool's main runs them (tests/tool_calls.py);
+The command lines run in this process as the tool's main runs them (tests/entries.py);
 the tool itself is started once, for an output that cannot be written (its status and
 line), and the decoding processes' probe imports no TensorFlow.
 
@@ -19,7 +19,7 @@ from datasets.conversion import convert_videos
 from datasets.conversion.convert_videos_config import (VideoConversion,
                                                          with_task_from_environment)
 from datasets.synthetic.make_synthetic_videos import make_synthetic_videos
-from tests import tool_calls
+from tests import entries
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -45,7 +45,7 @@ def _flags(made, output_dir, *flags):
 
 def _convert(made, output_dir, *flags):
   """The command line in this process, as the tool's main runs it -> (status, manifest)."""
-  return tool_calls.call(
+  return entries.call(
       VideoConversion, _flags(made, output_dir, *flags),
       lambda config: convert_videos.convert_videos(
           with_task_from_environment(config, os.environ)))

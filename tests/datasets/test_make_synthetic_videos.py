@@ -1,6 +1,6 @@
 """`python -m datasets.make_synthetic_videos` as users run it: what it prints, exit statuses.
 
-The command lines run in this process as the tool's main runs them (tests/tool_calls.py);
+The command lines run in this process as the tool's main runs them (tests/entries.py);
 the tool itself is started once (it imports no TensorFlow): an output that cannot be
 written, its status and its one line.
 """
@@ -12,13 +12,13 @@ import sys
 from core import errors
 from datasets.synthetic import make_synthetic_videos
 from datasets.synthetic.make_synthetic_videos import SyntheticVideosConfig
-from tests import tool_calls
+from tests import entries
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _call(*flags):
-  return tool_calls.call(SyntheticVideosConfig, flags,
+  return entries.call(SyntheticVideosConfig, flags,
                          make_synthetic_videos.write_synthetic_videos)
 
 

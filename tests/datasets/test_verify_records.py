@@ -16,7 +16,7 @@ import pytest
 from core import errors
 from datasets.checks import verify_records
 from datasets.checks.verify_records import VerifyConfig
-from tests import damaged_data, tool_calls, video_testdata
+from tests import damaged_data, entries, video_testdata
 from tests.test_tf_compat import quiet_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,8 +44,8 @@ def test_damaged_shards_are_listed_with_their_rebuild_commands(tmp_path_factory,
   flipped_expected = _no_record_there(flipped, 0, 0)
   damaged_data.flip_byte(flipped, 12 + 40)
   os.remove(shard('train-00000-of-00002'))
-  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
-  status, result = tool_calls.call(VerifyConfig, ['--dataset_dir=%s' % directory],
+  # The command line in this process, as the tool's main runs it (tests/entries.py).
+  status, result = entries.call(VerifyConfig, ['--dataset_dir=%s' % directory],
                                    verify_records.verify_dataset)
   assert status == errors.OK and (result.damaged or result.missing)  # main: DATA (3)
   for line in verify_records.report_lines(result):   # what main prints

@@ -10,7 +10,7 @@ from datasets.conversion import convert_images, shard_writer
 from datasets.formats import converted_data
 from datasets.conversion.convert_images import ImageConversion
 from datasets.formats.dataset_split import DatasetError
-from tests import tool_calls
+from tests import entries
 
 _VIDEO_DATASETS = ('hmdb51', 'ucf101', 'video_folder')
 
@@ -164,9 +164,9 @@ def test_convert_images_refuses_video_datasets(tmp_path, name):
 
 
 def test_convert_images_cli_refuses_a_video_dataset_in_one_line(tmp_path, capsys):
-  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
+  # The command line in this process, as the tool's main runs it (tests/entries.py).
   output_dir = str(tmp_path / 'out')
-  status, _ = tool_calls.call(ImageConversion,
+  status, _ = entries.call(ImageConversion,
                               ['--dataset_name=ucf101', '--output_dir=' + output_dir],
                               convert_images.convert_images)
   assert status == 2

@@ -24,7 +24,7 @@ from datasets.synthetic.make_synthetic_videos import SyntheticVideosConfig
 from demos import video
 from evaluation import run
 from serving.predict_video import PredictConfig, predict_video
-from tests import entries, tool_calls
+from tests import entries
 from training import lifecycle
 from training.config import TrainConfig
 
@@ -32,7 +32,7 @@ __all__ = ['in_process', 'in_process_but']
 
 
 def _videos(argv):
-  status, summary = tool_calls.call(SyntheticVideosConfig, argv,
+  status, summary = entries.call(SyntheticVideosConfig, argv,
                                     make_synthetic_videos.write_synthetic_videos)
   if summary is not None:
     print(make_synthetic_videos.summary_line(summary))
@@ -43,7 +43,7 @@ def _convert(argv):
   def convert(config):
     config = with_task_from_environment(config, os.environ)
     return config, convert_videos.convert_videos(config)
-  status, converted = tool_calls.call(VideoConversion, argv, convert)
+  status, converted = entries.call(VideoConversion, argv, convert)
   if converted is None:
     return status
   config, manifest = converted
@@ -52,7 +52,7 @@ def _convert(argv):
 
 
 def _train(argv):
-  status, job = tool_calls.call(TrainConfig, argv,
+  status, job = entries.call(TrainConfig, argv,
                                 lambda config: lifecycle.resolve_job(config, os.environ))
   return status if job is None else lifecycle.run_job(job)
 
@@ -72,7 +72,7 @@ def _export(argv):
 
 
 def _predict(argv):
-  status, predicted = tool_calls.call(PredictConfig, argv,
+  status, predicted = entries.call(PredictConfig, argv,
                                       lambda config: (config, predict_video(config)))
   if predicted is not None:
     config, prediction = predicted

@@ -2,7 +2,7 @@
 
 The inflation itself is tested in tests/nets/test_inflation.py; the 2-D checkpoint is
 tests/nets/conftest.py's `checkpoint_2d`. The command lines run in this process as the
-tool's main runs them (tests/tool_calls.py); the tool itself is started once, for an
+tool's main runs them (tests/entries.py); the tool itself is started once, for an
 output that cannot be written (its status and its one line).
 """
 
@@ -17,7 +17,7 @@ import pytest
 from core import errors
 from nets import inflation
 from nets.inflation import InflateConfig
-from tests import tool_calls
+from tests import entries
 from tests.video_testdata import write_checkpoint
 from tf_compat import tf
 
@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _call(*flags):
-  return tool_calls.call(InflateConfig, flags, inflation.inflate_checkpoint)
+  return entries.call(InflateConfig, flags, inflation.inflate_checkpoint)
 
 
 @pytest.mark.slow  # a 12.7M-parameter write

@@ -7,7 +7,7 @@ taken exits 2 with exactly one error line, before TensorFlow's server starts.
 
 The taken port is the tool's contract test, one real process; the other checks call what
 its main calls (training.preflight_checks.check_before_launch), and the trainer task is
-train_image_classifier.py's main (tests/train_main.py), in this process."""
+train_image_classifier.py's main (tests/entries.py), in this process."""
 
 import os
 import subprocess
@@ -18,7 +18,7 @@ import pytest
 from core.params import config_from_argv
 from deployment.cluster.preflight import PlannedJob
 from tests.cluster_tasks import ROOT, error_lines, free_ports, train_flags
-from tests.train_main import train_main
+from tests.entries import train_main
 from training.config import TrainConfig
 from training.preflight_checks import check_before_launch
 

@@ -1,7 +1,7 @@
 """Training on damaged video records: clips whose frames do not decode are skipped, named
 once, counted in the log and in the chief's TensorBoard; past --max_damaged_fraction the
 run stops with one line and status 3 (train_image_classifier.py's main, called in this
-process: tests/train_main.py); a truncated shard stops it with one line naming the file
+process: tests/entries.py); a truncated shard stops it with one line naming the file
 and the command that rebuilds it. The records are copies of tests/video_testdata.py's,
 damaged by tests/damaged_data.py; counts are read back from the event files with
 TensorBoard's EventAccumulator. A truncated shard is shown on digits (TensorFlow's
@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from core import errors
 from datasets.formats import damaged_shards
 from tests import damaged_data, video_testdata
-from tests.train_main import train_main
+from tests.entries import train_main
 from training import train as train_module
 from training.config import TrainConfig
 

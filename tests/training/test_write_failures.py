@@ -1,6 +1,6 @@
 """A train_dir on a full or read-only filesystem: one line, the last good checkpoint named,
 no temporary files left, and the same command resumes once there is room. The command is
-train_image_classifier.py's main, called in this process (tests/train_main.py).
+train_image_classifier.py's main, called in this process (tests/entries.py).
 
 The filesystems are small tmpfs mounts (this machine runs the tests as root; a read-only
 train_dir is a read-only mount, since root ignores file modes)."""
@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from checkpoints import paths
-from tests.train_main import train_main
+from tests.entries import train_main
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from core import errors
 from datasets.formats import damaged_shards
 from datasets.conversion.export_media_sequence import (MediaSequenceExport,
                                                        export_media_sequence, summary_line)
-from tests import damaged_data, tool_calls, video_testdata as vt
+from tests import damaged_data, entries, video_testdata as vt
 from tf_compat import tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -83,8 +83,8 @@ def test_rgb_export_keeps_every_jpeg_under_the_fields_keys(tmp_path, tmp_path_fa
 def test_flow_exported_by_the_command_is_mediasequence_forward_flow(tmp_path,
                                                                     tmp_path_factory):
   source = vt.converted(tmp_path_factory, 'flow')
-  # The command line in this process, as the tool's main runs it (tests/tool_calls.py).
-  status, summary = tool_calls.call(
+  # The command line in this process, as the tool's main runs it (tests/entries.py).
+  status, summary = entries.call(
       MediaSequenceExport, ['--dataset_dir=%s' % source, '--output_dir=%s' % tmp_path],
       export_media_sequence)
   assert status == 0
