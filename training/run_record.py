@@ -108,6 +108,10 @@ def _compare_schedule(setup):
                     'recorded run\'s, %s does not read as this version\'s flags (%s)',
                     path, error)
     return
+  # The record leaves out where the run was (_NOT_REPLAYED), the worker count too: the
+  # recorded run is taken to have had this run's workers, so an all-reduce job resumed on
+  # its own cluster is not told its batch or schedule changed.
+  recorded = dataclasses.replace(recorded, worker_replicas=config.worker_replicas)
   step = paths.global_step_of(tf.train.load_checkpoint(setup.resume_checkpoint),
                               setup.resume_checkpoint)
   _compare_global_batch(recorded, setup, step, path)

@@ -120,3 +120,15 @@ def test_resuming_with_another_global_batch_is_one_warning_naming_before_and_aft
       '64 (32 per clone x 2 clone(s)) before, 32 (32 per clone x 1 clone(s)) now; each step '
       'from here takes the new batch, and a stop or schedule in epochs counts with it'
       % (tmp_path / 'flags.cfg')]
+
+
+def test_an_all_reduce_job_resumed_on_its_cluster_is_not_told_its_batch_changed(
+    tmp_path, caplog):
+  """flags.cfg leaves the worker count out (where the run was): three workers all-reducing
+  resume as three, with no warning (the count read back as 1 made one, 32 before, 96 now)."""
+  caplog.set_level(logging.INFO)
+  cluster = dict(batch_size=32, variable_update='replicated', worker_replicas=3,
+                 sync_replicas=False)
+  _start(tmp_path, None, **cluster)
+  _start(tmp_path, _save_step(tmp_path, 40), **cluster)
+  assert [r.getMessage() for r in caplog.records if r.levelname == 'WARNING'] == []
