@@ -131,7 +131,7 @@ def test_a_guarded_server_dies_when_its_starter_is_sigkilled(tmp_path):
 @pytest.mark.slow
 def test_a_slurm_cluster_its_job_and_client_die_when_its_starter_is_sigkilled(tmp_path):
   """The daemons, the job (its slurmstepd, its `sleep`) and the `sbatch --wait` waiting
-  on it, started as test_slurm_recipe.py starts them."""
+  on it, started as tests/slurm_recipe_jobs.py starts them."""
   reason = slurm_cluster.install()
   if reason:
     pytest.skip(reason)

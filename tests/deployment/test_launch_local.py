@@ -25,11 +25,6 @@ from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
                                  leave_counts, ready_steps, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
-# Re-exported (the redundant aliases say so): tests/training/test_train_accumulation.py
-# and test_session_loop_checkpoints.py import them from here.
-from tests.global_batch import MODEL_VARIABLES as MODEL_VARIABLES
-from tests.global_batch import checkpoint_values as checkpoint_values
-from tests.global_batch import write_aligned_dataset as write_aligned_dataset
 from tests.global_batch import STEPS, assert_equivalent, sync_reference
 from tests.launch_local_runs import environment, fake_task_command, launcher_argv
 from tests import leftovers

@@ -1,7 +1,7 @@
 """resolve.run_record: a run's flags.cfg read back and laid over an entry's flags.
 
 The records here are written in the trainer's layout by hand, to reach every case;
-tests/test_eval_cli.py and tests/test_export.py read records the real trainer wrote.
+tests/evaluation/test_run.py and tests/test_export.py read records the real trainer wrote.
 """
 
 import logging

@@ -15,7 +15,7 @@ training/checkpoint_saves.py, the summary fetch of training/progress.py), end to
   * Replay: model.ckpt-3, written between steps by a seeded one-clone LeNet run (momentum:
     the slots are in the checkpoint too), restored in a directory of its own and trained
     on to step 6 matches the uninterrupted run's model.ckpt-6 to 1e-6. Each step's batch is
-    the whole 16-example dataset of tests/deployment/test_launch_local.py, in one shard
+    the whole 16-example dataset of tests/global_batch.py, in one shard
     read through a shuffle buffer of one: every epoch comes in the same order, so a
     resumed input, which starts its epochs afresh, feeds the same batches in the same
     order (with the seeded shuffle of two shards the order inside the batch changed with
@@ -36,7 +36,7 @@ from absl import flags
 from core.params import config_from_flags, define_flags
 from datasets.inputs import image_input
 from tests import video_testdata
-from tests.deployment.test_launch_local import write_aligned_dataset
+from tests.global_batch import write_aligned_dataset
 from tests.evaluation.tensorboard_events import read_eval_dir
 from tests.training.run_spy import (seed_inputs, seeded_lenet_checkpoint, spy_on_training,
                                     with_settings)

@@ -1,6 +1,6 @@
 """--num_micro_batches end to end: K=2 micro-batches of batch b update like one batch of 2b.
 
-As in tests/deployment/test_launch_local.py, the data order is equal by construction: the
+As in tests/global_batch.py, the data order is equal by construction: the
 dataset has 2 shards of 8 examples, an epoch is shuffled then repeated, so each step of
 the reference (one clone, batch 16) is the whole dataset, and so are the 2 micro-batches
 x clones of the runs compared with it (1 clone of 8, 2 clones of 4); each synchronous
@@ -30,9 +30,8 @@ import training.train as train_module
 from deployment import sync_replicas
 from tests.cluster_tasks import ROOT, assert_clean_log, checkpoint_steps, train_flags
 from tests.cluster_tasks import WAIT_SECS
-from tests.deployment.test_launch_local import (MODEL_VARIABLES, checkpoint_values,
-                                                environment, launcher_argv,
-                                                write_aligned_dataset)
+from tests.global_batch import MODEL_VARIABLES, checkpoint_values, write_aligned_dataset
+from tests.launch_local_runs import environment, launcher_argv
 from tf_compat import tf
 from training.config import TrainConfig
 from training.progress import ProgressStep
