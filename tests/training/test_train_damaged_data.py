@@ -30,6 +30,19 @@ FLAGS = dict(dataset_name='video_folder', model_name='i3d', num_clones=1, clone_
              log_every_n_steps=2, save_summaries_secs=600, save_interval_secs=600)
 
 
+def _data_error_line(directory, train_dir, steps, capsys):
+  """The trainer's main on `directory`: status 3 (damaged data), no traceback, ONE
+  `error:` line among its lines on stderr; -> (that line, a report for assertions)."""
+  status = train_main(['--dataset_dir=%s' % directory, '--train_dir=%s' % train_dir,
+                       '--max_number_of_steps=%d' % steps] +
+                      ['--%s=%s' % item for item in FLAGS.items()])
+  stderr = capsys.readouterr().err
+  report = 'exit %d\n%s' % (status, stderr)
+  assert status == errors.DATA and 'Traceback' not in stderr, report
+  [line] = [line for line in stderr.splitlines() if line.startswith('error:')]
+  return line, report
+
+
 @pytest.fixture
 def damaged(tmp_path_factory, tmp_path):
   """A copy of the rgb records with every frame of the first train video broken:
@@ -75,14 +88,8 @@ def test_damaged_clips_are_skipped_named_once_and_counted(damaged, tmp_path, cap
 def test_too_many_damaged_videos_stop_with_one_line_and_status_3(damaged, tmp_path,
                                                                   capsys):
   directory, video, shard = damaged
-  flags = ['--%s=%s' % item for item in FLAGS.items()]
   train_dir = tmp_path / 'train'
-  status = train_main(['--dataset_dir=%s' % directory, '--train_dir=%s' % train_dir,
-                       '--max_number_of_steps=50'] + flags)
-  stderr = capsys.readouterr().err
-  report = 'exit %d\n%s' % (status, stderr)
-  assert status == errors.DATA and 'Traceback' not in stderr, report
-  [line] = [line for line in stderr.splitlines() if line.startswith('error:')]
+  line, report = _data_error_line(directory, train_dir, 50, capsys)
   assert re.fullmatch(
       r'error: 1 video of video_folder/train has frames that do not decode \(\d+ clips '
       r'skipped\), more than --max_damaged_fraction=0.01 allows \(0 of the \d+ videos this '
@@ -143,12 +150,6 @@ def test_an_index_cut_into_a_header_stops_training_before_its_graph(tmp_path_fac
   index = os.path.join(directory, 'train-00001-of-00002.index')
   expected = damaged_data.cut_into_last_header(index)
   train_dir = tmp_path / 'train'
-  flags = ['--%s=%s' % item for item in FLAGS.items()]
-  status = train_main(['--dataset_dir=%s' % directory, '--train_dir=%s' % train_dir,
-                       '--max_number_of_steps=2'] + flags)
-  stderr = capsys.readouterr().err
-  report = 'exit %d\n%s' % (status, stderr)
-  assert status == errors.DATA and 'Traceback' not in stderr, report
-  [line] = [line for line in stderr.splitlines() if line.startswith('error:')]
+  line, report = _data_error_line(directory, train_dir, 2, capsys)
   assert line == expected, report
   assert not glob.glob(str(train_dir / 'model.ckpt-*'))
