@@ -171,27 +171,18 @@ demo-i3d: setup
 	$(PY) eval.py --checkpoint_path=$(I3D_DIR)/train --dataset_split_name=test \
 	    --eval_dir=$(I3D_DIR)/eval --min_accuracy=0.9
 
-# Two passes: the test files on three pytest-xdist workers (a file's tests on one worker so
-# its module fixtures are made once; with three the cores stay 99 % busy while a test waits
-# on real processes, about 92 % with two, yet paired runs on 2026-11-28 took as long either
-# way, 11:37 against 11:28 for the first pass: the contention a third adds eats its gain;
-# beside two busy processes it holds more of the cores: 19:10 in all), then the
-# `timing` tests, whose figures come from elapsed time and CPU share, on two workers, a
-# file each: their contrasts are built in (a starved input against a plain one, a sleep
-# as a bound) and held beside two busy processes, and the other file is mostly asleep (38
-# s against 62 one file after the other). They are collected from the files that mark any
-# (the whole tree's collection cost that pass 8 s). Both passes run, then the check that
-# they left no process of ours running (tests/leftovers.py: daemons, servers, tasks; each
-# listed); the target fails if either pass failed or anything was left.
-TIMING_FILES = $(shell grep -rl --include='test_*.py' 'mark\.timing' tests)
+# One pass: the test files on three pytest-xdist workers (a file's tests on one worker so
+# its module fixtures are made once; with three the cores stay about 95 % busy while a test
+# waits on real processes). The `timing` tests, whose figures come from elapsed time and
+# CPU share, run in it too: their contrasts are built in (a starved input against a plain
+# one, a sleep as a bound), so load only lengthens what they compare. Then the check that
+# the pass left no process of ours running (tests/leftovers.py: daemons, servers, tasks;
+# each listed); the target fails if the pass failed or anything was left.
 TEST_WORKERS ?= 3
-TIMING_WORKERS ?= 2
 test: lint setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy and not timing"; \
-	first=$$?; $(PY) -m pytest -n $(TIMING_WORKERS) --dist loadfile -m "timing and not heavy" \
-	    $(TIMING_FILES); second=$$?; \
-	$(PY) -m tests.leftovers; left=$$?; \
-	test $$first -eq 0 -a $$second -eq 0 -a $$left -eq 0
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy"; \
+	passed=$$?; $(PY) -m tests.leftovers; left=$$?; \
+	test $$passed -eq 0 -a $$left -eq 0
 
 # The linter, ruff from the lock (requirements-test.txt), on the whole tree with the rules
 # of ruff.toml; under a second. `make test` runs it first, before the op's build, so CI
