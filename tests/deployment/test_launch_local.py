@@ -1,7 +1,7 @@
 """deployment.launch_local running the real trainer: whole ps clusters on 127.0.0.1, real
 processes, one log per task. 2 synchronous workers of batch b update like ONE worker of
 batch 2b (tests/global_batch.py: the reference and its bound); SIGTERM stops the whole job
-cleanly and a relaunch resumes; the end of training ends every task with 0, asynchronous
+cleanly with a final checkpoint; the end of training ends every task with 0, asynchronous
 or with a backup worker; and the tasks listen only inside their private network namespace.
 The launcher's supervision on stand-in tasks, and its mistakes:
 tests/deployment/cluster/test_launch_local_supervision.py; without ps (all-reduce):
@@ -23,7 +23,7 @@ import pytest
 from deployment import sync_replicas
 from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
-                                 leave_counts, ready_steps, steps, train_flags, trainer,
+                                 leave_counts, steps, train_flags, trainer,
                                  wait_for, WAIT_SECS)
 from tests.global_batch import STEPS, assert_equivalent, sync_reference
 from tests.launch_local_runs import environment, fake_task_command, launcher_argv
@@ -153,8 +153,13 @@ def _check_worker_lines(logs, num_workers):
 
 
 @pytest.mark.cluster
-def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, tmp_path):
-  """Synchronous, so a worker that stops first leaves the other waiting for a token."""
+def test_sigterm_stops_the_whole_job_cleanly_with_a_final_checkpoint(digits_dir, tmp_path):
+  """Synchronous, so a worker that stops first leaves the other waiting for a token. That
+  a job stopped so resumes at its saved step when launched again is the trainer's, checked
+  with 1 ps + 2 synchronous workers stopped by SIGTERM and started again under Slurm
+  (tests/configs/test_slurm_requeue.py: the chief ready at the step saved, the job on to
+  its end) and relaunched on LocalCluster after its ps was lost
+  (tests/training/test_cluster_failures.py: the relaunch resumes at the saved step)."""
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=100000)
@@ -177,16 +182,7 @@ def test_sigterm_stops_the_whole_job_cleanly_and_a_relaunch_resumes(digits_dir, 
   chief = chief_log.read_text()
   assert_clean_log(chief)
   assert 'SIGTERM received' in chief and 'Saving the final checkpoint' in chief
-  saved = checkpoint_steps(train_dir)[-1]
-  assert saved >= 10
-  flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
-                      max_number_of_steps=saved + 10)
-  log_flag = '--task_log_dir=%s' % (tmp_path / 'again')
-  result = subprocess.run(launcher_argv(1, 2, flags, log_flag), cwd=ROOT, env=environment(),
-                          capture_output=True, text=True, timeout=WAIT_SECS)
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert ready_steps((tmp_path / 'again' / 'worker-0.log').read_text()) == [saved]
-  assert checkpoint_steps(train_dir)[-1] == saved + 10
+  assert checkpoint_steps(train_dir)[-1] >= 10
 
 
 @pytest.mark.cluster
