@@ -65,49 +65,37 @@ def _steps_go_on(process, beyond):
   return _last_step(process)
 
 
-def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_dir, tmp_path):
-  """No cluster, so no parameter server to wait for: the watchdog is armed by the data
-  service alone (training.session_loop.supervised_train's input_state)."""
-  with DataService(tmp_path / 'service', num_workers=1) as service:
-    # Files sharding needs the dispatcher's fixed list of workers, which this one lacks.
-    with pytest.raises(ConfigError, match='--data_service_sharding=files: the dispatcher at '
-                       '%s has no fixed list of data workers holding %s' % (
-                           service.address, service.workers[0].address)):
-      train_module.train(TrainConfig(
-          dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
-          clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
-          data_service_address=service.address, data_service_sharding='files'))
-    trainer = _trainer(digits_dir, tmp_path, service.address)
-    try:
-      _steps_go_on(trainer, 10)
-      service.kill_worker(0)
-      assert trainer.wait(timeout=180) == errors.CLUSTER
-    finally:
-      if trainer.poll() is None:
-        trainer.kill()
-  text = _text(trainer)
-  gone = [line for line in text.splitlines() if 'gone; none is left' in line]
-  assert len(gone) <= 1  # Said at a progress line, if one came before the last batch.
-  error_lines = [line for line in text.splitlines() if line.startswith('error:')]
-  assert error_lines == [
-      'error: no training step finished for 8 s (--step_timeout_secs): no input comes; '
-      'the tf.data service at %s has no data worker left (start one: python -m '
-      'datasets.data_service --role=worker --dispatcher_address=%s)'
-      % (service.address, service.address)], text[-3000:]
+@pytest.fixture(scope='module')
+def service(tmp_path_factory):
+  """One dispatcher and data worker for the file (2 TensorFlow processes, not 4): the
+  damaged frames' run reads from it, then the single-process run's trainer, which kills
+  its worker (that test comes last)."""
+  with DataService(tmp_path_factory.mktemp('service'), num_workers=1) as shared:
+    yield shared
+
+
+def _with_a_live_worker(service):
+  """The shared service, its worker started again if a test before ended it (the file's
+  order runs the killing test last)."""
+  if service.workers[-1].poll() is not None:
+    service.start_worker()
+    service.wait_ready(service.workers[-1])
+    wait_for(lambda: len(service.live_workers()) == 1, 60, 'the dispatcher to list 1 worker')
+  return service
 
 
 def test_damaged_frames_skipped_on_data_workers_reach_the_log_and_tensorboard(
-    tmp_path, tmp_path_factory, caplog):
+    tmp_path, tmp_path_factory, caplog, service):
   directory = damaged_data.copy_dataset(video_testdata.converted(tmp_path_factory, 'rgb'),
                                         tmp_path / 'rgb')
   shard = os.path.join(directory, 'train-00000-of-00002')
   video = damaged_data.break_frames(shard, 0, 'all')
   caplog.set_level(logging.INFO)
-  with DataService(tmp_path / 'service', num_workers=1) as service:
-    config = TrainConfig(dataset_dir=directory, train_dir=str(tmp_path / 'train'),
-                         max_number_of_steps=6, max_damaged_fraction=0.5,
-                         data_service_address=service.address, **VIDEO_FLAGS)
-    result = train_module.train(config)
+  config = TrainConfig(dataset_dir=directory, train_dir=str(tmp_path / 'train'),
+                       max_number_of_steps=6, max_damaged_fraction=0.5,
+                       data_service_address=_with_a_live_worker(service).address,
+                       **VIDEO_FLAGS)
+  result = train_module.train(config)
   assert result.global_step == 6
   named = [r.getMessage() for r in caplog.records if r.getMessage().startswith('Skipping')]
   assert len(named) == 1 and named[0].startswith(
@@ -117,3 +105,36 @@ def test_damaged_frames_skipped_on_data_workers_reach_the_log_and_tensorboard(
   assert scalars['input/skipped_clips'][-1][1] >= 1
   # The input wait is timed on the draws from the service as on a local pipeline.
   assert 0.0 <= scalars['input/wait_share'][-1][1] <= 1.0
+
+
+def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_dir, tmp_path,
+                                                                        service):
+  """No cluster, so no parameter server to wait for: the watchdog is armed by the data
+  service alone (training.session_loop.supervised_train's input_state). It kills the
+  shared service's worker: it runs last."""
+  _with_a_live_worker(service)
+  # Files sharding needs the dispatcher's fixed list of workers, which this one lacks.
+  with pytest.raises(ConfigError, match='--data_service_sharding=files: the dispatcher at '
+                     '%s has no fixed list of data workers holding %s' % (
+                         service.address, service.workers[-1].address)):
+    train_module.train(TrainConfig(
+        dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+        clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
+        data_service_address=service.address, data_service_sharding='files'))
+  trainer = _trainer(digits_dir, tmp_path, service.address)
+  try:
+    _steps_go_on(trainer, 10)
+    service.kill_worker(len(service.workers) - 1)
+    assert trainer.wait(timeout=180) == errors.CLUSTER
+  finally:
+    if trainer.poll() is None:
+      trainer.kill()
+  text = _text(trainer)
+  gone = [line for line in text.splitlines() if 'gone; none is left' in line]
+  assert len(gone) <= 1  # Said at a progress line, if one came before the last batch.
+  error_lines = [line for line in text.splitlines() if line.startswith('error:')]
+  assert error_lines == [
+      'error: no training step finished for 8 s (--step_timeout_secs): no input comes; '
+      'the tf.data service at %s has no data worker left (start one: python -m '
+      'datasets.data_service --role=worker --dispatcher_address=%s)'
+      % (service.address, service.address)], text[-3000:]
