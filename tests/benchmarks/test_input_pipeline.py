@@ -9,10 +9,12 @@ import pytest
 
 from tests.project_sources import ROOT
 
+# One decode-bound process and one parallel call: each spawned decode process imports
+# TensorFlow and decodes for seconds before it is ready, whatever the machine's cores.
 TINY = ['--rounds=1', '--noconverter', '--num_classes=2', '--videos_per_class=4',
         '--batches=1', '--warmup_batches=1', '--batch_size=2', '--clip_frames=8',
         '--min_frames=8', '--max_frames=10', '--crop_size=32', '--decode_seconds=0.2',
-        '--video_size=48x64', '--short_side=40']
+        '--video_size=48x64', '--short_side=40', '--num_processes=1', '--num_parallel_calls=1']
 
 
 @pytest.mark.slow
