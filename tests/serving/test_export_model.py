@@ -7,6 +7,7 @@ the converted records decoded with Pillow and sampled in NumPy (tests/video_test
 
 import dataclasses
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -91,13 +92,26 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
     assert exported.read() == original.read()
 
 
+DECOYS = ('notes', '.tmp-7-1', '12abc')   # entries of a models directory TF Serving ignores
+
+
+@pytest.fixture(scope='module')
+def export_of_10_frames(rgb_dir, rgb_model, tmp_path_factory):
+  """The shared checkpoint exported with 10-frame clips into a models directory that
+  already holds DECOYS: -> (config, result). Read-only: a test that exports again next
+  to it copies the directory first."""
+  base = tmp_path_factory.mktemp('models_10_frames') / 'models'
+  for name in DECOYS:
+    (base / name).mkdir(parents=True)
+  config = export_config(rgb_dir, rgb_model[0], base, clip_frames=10)
+  return config, export_saved_model(config)
+
+
 @pytest.mark.slow
-def test_dynamic_shapes_where_the_net_allows(rgb_dir, rgb_model, tmp_path):
+def test_dynamic_shapes_where_the_net_allows(rgb_model, export_of_10_frames):
   """10-frame clips fill I3D's logits pool in time, so frames are left dynamic, and a
   clip of another length scores as a static graph of that length."""
-  export_dir = str(tmp_path / 'export')
-  result = export_saved_model(export_config(rgb_dir, rgb_model[0], export_dir,
-                                            clip_frames=10))
+  _, result = export_of_10_frames
   assert result.info['input_shape'] == [None, None, vt.CROP, vt.CROP, 3]
   clip = np.random.RandomState(1).uniform(-1, 1, [2, 20, vt.CROP, vt.CROP, 3]).astype(
       np.float32)
@@ -129,17 +143,19 @@ def test_bad_input(rgb_dir, rgb_model, tmp_path, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_versions_are_numbered_written_whole_and_never_overwritten(rgb_dir, rgb_model,
+def test_versions_are_numbered_written_whole_and_never_overwritten(export_of_10_frames,
                                                                   tmp_path, monkeypatch):
   """1, then 2 beside entries TF Serving ignores; a taken version is refused; a failure
   after the SavedModel is written leaves no version; each version loads as TF Serving
-  loads it."""
+  loads it. The first export (10-frame clips, beside DECOYS) is the module's; the
+  directory is copied before the later exports write next to it."""
+  shared_config, first = export_of_10_frames
+  shared_base = shared_config.export_dir
+  assert (first.version, first.version_dir) == (1, os.path.join(shared_base, '1'))
+  assert sorted(os.listdir(shared_base)) == sorted(DECOYS + ('1',))
   base = tmp_path / 'models'
-  for name in ('notes', '.tmp-7-1', '12abc'):
-    (base / name).mkdir(parents=True)
-  config = export_config(rgb_dir, rgb_model[0], base, clip_frames=10)
-  first = export_saved_model(config)
-  assert (first.version, first.version_dir) == (1, str(base / '1'))
+  shutil.copytree(shared_base, str(base))
+  config = dataclasses.replace(shared_config, export_dir=str(base))
   assert sorted(os.listdir(first.version_dir)) == ['assets.extra', 'saved_model.pb',
                                                    'variables']
   assert sorted(os.listdir(base / '1' / 'variables')) == ['variables.data-00000-of-00001',

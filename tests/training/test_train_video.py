@@ -160,10 +160,18 @@ def deepmind_checkpoint(prefix, stream, channels, num_classes=400):
   return video_testdata.write_checkpoint(prefix, stored), ours
 
 
+@pytest.fixture(scope='module')
+def rgb_deepmind_checkpoint(tmp_path_factory):
+  """(prefix, ours) of DeepMind's rgb stream layout (400 classes), made once for the
+  module; read-only (a run restores from it, never writes next to it)."""
+  return deepmind_checkpoint(str(tmp_path_factory.mktemp('rgb_imagenet') / 'model.ckpt'),
+                             'RGB/inception_i3d', channels=3)
+
+
 @pytest.mark.slow
-def test_fine_tune_from_a_deepmind_checkpoint_without_its_logits(rgb_dir, tmp_path):
-  prefix, ours = deepmind_checkpoint(str(tmp_path / 'rgb_imagenet' / 'model.ckpt'),
-                                     'RGB/inception_i3d', channels=3)
+def test_fine_tune_from_a_deepmind_checkpoint_without_its_logits(
+    rgb_dir, rgb_deepmind_checkpoint, tmp_path):
+  prefix, ours = rgb_deepmind_checkpoint
   config = video_config(rgb_dir, tmp_path / 'train', num_clones=1, max_number_of_steps=1,
                         learning_rate=1e-12, checkpoint_path=prefix,
                         checkpoint_exclude_scopes=('InceptionV1/Logits',))
@@ -189,9 +197,9 @@ def test_deepmind_checkpoint_of_the_other_modality_is_refused(rgb_dir, tmp_path)
   assert '\n' not in str(error.value)
 
 
-def test_deepmind_logits_need_excluding_for_another_class_count(rgb_dir, tmp_path):
-  prefix, _ = deepmind_checkpoint(str(tmp_path / 'rgb' / 'model.ckpt'), 'RGB/inception_i3d',
-                                  channels=3)
+def test_deepmind_logits_need_excluding_for_another_class_count(
+    rgb_dir, rgb_deepmind_checkpoint, tmp_path):
+  prefix, _ = rgb_deepmind_checkpoint
   config = video_config(rgb_dir, tmp_path / 'train', checkpoint_path=prefix)
   setup = check_train_config(config)
   with tf.Graph().as_default(), pytest.raises(
