@@ -10,6 +10,7 @@ dispatcher and data workers, each `python -m datasets.data_service`).
     named once) and TensorBoard (the counts), as they do without the service.
 """
 
+import contextlib
 import functools
 import logging
 import os
@@ -74,14 +75,15 @@ def service(tmp_path_factory):
     yield shared
 
 
-def _with_a_live_worker(service):
-  """The shared service, its worker started again if a test before ended it (the file's
-  order runs the killing test last)."""
-  if service.workers[-1].poll() is not None:
-    service.start_worker()
-    service.wait_ready(service.workers[-1])
-    wait_for(lambda: len(service.live_workers()) == 1, 60, 'the dispatcher to list 1 worker')
-  return service
+@contextlib.contextmanager
+def _serving(service, directory):
+  """The shared service while its worker lives; a new one (in `directory`) if a test
+  before killed it (the file's order runs the killing test last)."""
+  if service.workers[-1].poll() is None:
+    yield service
+  else:
+    with DataService(directory, num_workers=1) as fresh:
+      yield fresh
 
 
 def test_damaged_frames_skipped_on_data_workers_reach_the_log_and_tensorboard(
@@ -91,11 +93,11 @@ def test_damaged_frames_skipped_on_data_workers_reach_the_log_and_tensorboard(
   shard = os.path.join(directory, 'train-00000-of-00002')
   video = damaged_data.break_frames(shard, 0, 'all')
   caplog.set_level(logging.INFO)
-  config = TrainConfig(dataset_dir=directory, train_dir=str(tmp_path / 'train'),
-                       max_number_of_steps=6, max_damaged_fraction=0.5,
-                       data_service_address=_with_a_live_worker(service).address,
-                       **VIDEO_FLAGS)
-  result = train_module.train(config)
+  with _serving(service, tmp_path / 'service') as serving:
+    config = TrainConfig(dataset_dir=directory, train_dir=str(tmp_path / 'train'),
+                         max_number_of_steps=6, max_damaged_fraction=0.5,
+                         data_service_address=serving.address, **VIDEO_FLAGS)
+    result = train_module.train(config)
   assert result.global_step == 6
   named = [r.getMessage() for r in caplog.records if r.getMessage().startswith('Skipping')]
   assert len(named) == 1 and named[0].startswith(
@@ -112,23 +114,23 @@ def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_d
   """No cluster, so no parameter server to wait for: the watchdog is armed by the data
   service alone (training.session_loop.supervised_train's input_state). It kills the
   shared service's worker: it runs last."""
-  _with_a_live_worker(service)
-  # Files sharding needs the dispatcher's fixed list of workers, which this one lacks.
-  with pytest.raises(ConfigError, match='--data_service_sharding=files: the dispatcher at '
-                     '%s has no fixed list of data workers holding %s' % (
-                         service.address, service.workers[-1].address)):
-    train_module.train(TrainConfig(
-        dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
-        clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
-        data_service_address=service.address, data_service_sharding='files'))
-  trainer = _trainer(digits_dir, tmp_path, service.address)
-  try:
-    _steps_go_on(trainer, 10)
-    service.kill_worker(len(service.workers) - 1)
-    assert trainer.wait(timeout=180) == errors.CLUSTER
-  finally:
-    if trainer.poll() is None:
-      trainer.kill()
+  with _serving(service, tmp_path / 'service') as serving:
+    # Files sharding needs the dispatcher's fixed list of workers, which this one lacks.
+    with pytest.raises(ConfigError, match='--data_service_sharding=files: the dispatcher at '
+                       '%s has no fixed list of data workers holding %s' % (
+                           serving.address, serving.workers[-1].address)):
+      train_module.train(TrainConfig(
+          dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+          clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
+          data_service_address=serving.address, data_service_sharding='files'))
+    trainer = _trainer(digits_dir, tmp_path, serving.address)
+    try:
+      _steps_go_on(trainer, 10)
+      serving.kill_worker(len(serving.workers) - 1)
+      assert trainer.wait(timeout=180) == errors.CLUSTER
+    finally:
+      if trainer.poll() is None:
+        trainer.kill()
   text = _text(trainer)
   gone = [line for line in text.splitlines() if 'gone; none is left' in line]
   assert len(gone) <= 1  # Said at a progress line, if one came before the last batch.
@@ -137,4 +139,4 @@ def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_d
       'error: no training step finished for 8 s (--step_timeout_secs): no input comes; '
       'the tf.data service at %s has no data worker left (start one: python -m '
       'datasets.data_service --role=worker --dispatcher_address=%s)'
-      % (service.address, service.address)], text[-3000:]
+      % (serving.address, serving.address)], text[-3000:]
