@@ -204,8 +204,11 @@ def reference_logits(values, clips, num_classes=NUM_CLASSES, depth=DEPTH):
                                              depth_multiplier=depth)
     logits, _ = network_fn(inputs)
     with tf.Session() as sess:
-      for var in tf.global_variables():
-        var.load(values[var.op.name], sess)
+      # Every variable's initializer run once, fed its value (one run, not a var.load per
+      # variable: each run of another fetch is a new graph for grappler to rewrite).
+      variables = tf.global_variables()
+      sess.run([var.initializer for var in variables],
+               {var.initial_value: values[var.op.name] for var in variables})
       return sess.run(logits, {inputs: clips})
 
 
