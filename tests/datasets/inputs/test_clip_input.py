@@ -112,6 +112,14 @@ def _batches(make_dataset, limit=None):
   return batches
 
 
+@pytest.fixture(scope='module')
+def rgb_training_batches(rgb):
+  """The first 30 batches (120 clips) of the rgb split's training pipeline as `_training`
+  makes it (seed 1), read once for the module: the same seeded pipeline gives the same
+  batches, so tests that read its first few take them from here. Read-only."""
+  return _batches(_training(rgb[0]), limit=30)
+
+
 def _training(split, **overrides):
   fields = dict(batch_size=4, clip_frames=8, image_size=CROP, num_readers=2,
                 num_parallel_calls=2, shuffle_buffer_size=8, seed=1)
@@ -206,22 +214,22 @@ def _assert_loops(indices, start, length):
   np.testing.assert_array_equal(indices, (start + np.arange(len(indices))) % length)
 
 
-def test_training_shapes_dtypes_and_range(rgb):
+def test_training_shapes_dtypes_and_range(rgb, rgb_training_batches):
   split, _ = rgb
   with tf.Graph().as_default():
     clips, labels = tf.data.make_one_shot_iterator(_training(split)()).get_next()
     assert clips.shape.as_list() == [4, 8, CROP, CROP, 3] and clips.dtype == tf.float32
     assert labels.shape.as_list() == [4] and labels.dtype == tf.int64
-  for clips, labels in _batches(_training(split), limit=3):
+  for clips, labels in rgb_training_batches[:3]:
     assert clips.min() >= -1.0 and clips.max() <= 1.0
     assert set(labels.tolist()) <= set(range(5))
 
 
-def test_training_clips_loop_with_one_crop_and_one_flip(rgb):
+def test_training_clips_loop_with_one_crop_and_one_flip(rgb, rgb_training_batches):
   split, stored = rgb
   ids = {label: video_id for video_id, (label, _, _, _) in RGB_VIDEOS.items()}
   starts, offsets, flips = (collections.defaultdict(set) for _ in range(3))
-  for clips, labels in _batches(_training(split), limit=30):  # 120 clips, 24 per video
+  for clips, labels in rgb_training_batches:  # 120 clips, 24 per video
     for clip, label in zip(clips, labels):
       video_id = ids[label]
       indices, offset, flipped = _check_rgb_clip(clip, stored[video_id], video_id)
@@ -428,7 +436,8 @@ def test_deferred_training_clips_finished_by_the_consumer_equal_finished_clips(f
   """Deferring the scaling and flip changes where they run, not one value of any clip."""
   split, _ = request.getfixturevalue(fixture)
   modality = split.modality
-  finished = _batches(_training(split), limit=4)
+  finished = (request.getfixturevalue('rgb_training_batches')[:4] if fixture == 'rgb'
+              else _batches(_training(split), limit=4))
   deferred = _batches(_training(split, deferred=True), limit=4)
   with tf.Graph().as_default(), tf.Session() as sess:
     stored = tf.placeholder(tf.uint8, [None] * 5)
@@ -464,7 +473,7 @@ def test_deferred_evaluation_clips_are_the_stored_values(rgb):
     np.testing.assert_allclose(raw / 127.5 - 1.0, clips, rtol=0, atol=1e-6)
 
 
-def test_repeat_first_frame_removes_motion(rgb):
+def test_repeat_first_frame_removes_motion(rgb, rgb_training_batches):
   """Training and evaluation clips: every frame equals the clip's first frame."""
   split, _ = rgb
   for batch in (_batches(_training(split, repeat_first_frame=True), limit=2)
@@ -472,7 +481,7 @@ def test_repeat_first_frame_removes_motion(rgb):
     clips = batch[0]
     np.testing.assert_array_equal(clips, np.broadcast_to(clips[..., :1, :, :, :],
                                                          clips.shape))
-  moving = _batches(_training(split), limit=1)[0][0]
+  moving = rgb_training_batches[0][0]
   assert not np.array_equal(moving, np.broadcast_to(moving[:, :1], moving.shape))
 
 
