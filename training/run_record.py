@@ -21,13 +21,13 @@ import dataclasses
 import math
 import os
 
-from absl import flags, logging
+from absl import logging
 from tensorboard.summary import v1 as summary_v1
 
 from checkpoints import end_marker, paths
 from resolve.run_record import RECORD_FILE
 from core.files import write_text_atomically
-from core.params import config_from_flags, define_flags
+from core.params import ConfigError, config_from_argv
 from training import optimization
 from training.config import TrainConfig
 from tf_compat import tf
@@ -61,12 +61,9 @@ def recorded_config(path):
   """The TrainConfig a flags.cfg replays (the fields it leaves out at their defaults).
 
   Raises:
-    absl.flags.Error: a line that is not a training flag of this version.
+    ConfigError: a line that is not a training flag of this version (one line naming it).
   """
-  values = flags.FlagValues()
-  define_flags(TrainConfig, values)
-  values(['flags.cfg', '--flagfile=%s' % path])
-  return config_from_flags(TrainConfig, values)
+  return config_from_argv(TrainConfig, ['--flagfile=%s' % path])[0]
 
 
 def _shown(value):
@@ -103,7 +100,7 @@ def _compare_schedule(setup):
     return
   try:
     recorded = recorded_config(path)
-  except flags.Error as error:
+  except ConfigError as error:
     logging.warning('Resuming: the learning-rate schedule is not compared with the '
                     'recorded run\'s, %s does not read as this version\'s flags (%s)',
                     path, error)
