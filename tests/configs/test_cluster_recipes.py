@@ -12,7 +12,6 @@ import dataclasses
 import io
 
 import pytest
-from absl import flags
 from PIL import Image
 
 from datasets.conversion import video_shards
@@ -22,7 +21,7 @@ from deployment.session.gpu_options import check_gpu_options
 from training import lifecycle, optimization, optimizer_checks
 from training import setup as train_setup
 from training.config import TrainConfig
-from core.params import config_from_flags, define_flags
+from core.params import config_from_argv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, 'configs', 'cluster')
@@ -42,10 +41,7 @@ def in_root(monkeypatch):
 
 
 def parse(*argv):
-  flag_values = flags.FlagValues()
-  define_flags(TrainConfig, flag_values)
-  flag_values(['train'] + list(argv))
-  return config_from_flags(TrainConfig, flag_values)
+  return config_from_argv(TrainConfig, argv)[0]
 
 
 def header(path):

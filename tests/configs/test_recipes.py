@@ -10,11 +10,10 @@ import os
 import re
 
 import pytest
-from absl import flags
 
 from nets import nets_factory
 from training.config import TrainConfig
-from core.params import config_from_flags, define_flags
+from core.params import config_from_argv
 from deployment.session.gpu_options import check_gpu_options
 from training import optimizer_checks
 from training import setup as train_setup
@@ -34,10 +33,7 @@ TRAIN_VIDEOS = {'ucf101': 9537, 'hmdb51': 3570}   # split 1
 
 
 def parse(path):
-  flag_values = flags.FlagValues()
-  define_flags(TrainConfig, flag_values)
-  flag_values(['train', '--flagfile=' + path])
-  return config_from_flags(TrainConfig, flag_values)
+  return config_from_argv(TrainConfig, ['--flagfile=' + path])[0]
 
 
 def test_recipes_exist():

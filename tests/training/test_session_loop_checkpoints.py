@@ -31,9 +31,8 @@ import shutil
 
 import numpy as np
 import pytest
-from absl import flags
 
-from core.params import config_from_flags, define_flags
+from core.params import config_from_argv
 from datasets.inputs import image_input
 from tests import video_testdata
 from tests.global_batch import write_aligned_dataset
@@ -55,10 +54,7 @@ REPLAY_AT, REPLAY_END = 3, 6
 
 
 def recipe_config(path=RECIPE):
-  values = flags.FlagValues()
-  define_flags(TrainConfig, values)
-  values(['train', '--flagfile=' + path])
-  return config_from_flags(TrainConfig, values)
+  return config_from_argv(TrainConfig, ['--flagfile=' + path])[0]
 
 
 def md5s(train_dir):
