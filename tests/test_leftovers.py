@@ -138,8 +138,15 @@ def test_a_slurm_cluster_its_job_and_client_die_when_its_starter_is_sigkilled(tm
   starter, lines = _start('slurm', tmp_path)
   dirs = [str(tmp_path), lines[0]]   # The cluster's state, the job's, munge's.
   try:
+    # squeue says R once slurmctld has placed the job; slurmd starts its slurmstepd and
+    # the step's `sleep` a moment later (CI saw the R before the slurmstepd).
+    names = ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sleep 600', 'sbatch --wait')
+    deadline = time.monotonic() + 60
     running = '\n'.join(_left(dirs, 0))
-    for name in ('munged', 'slurmctld', 'slurmd', 'slurmstepd', 'sleep 600', 'sbatch --wait'):
+    while not all(name in running for name in names) and time.monotonic() < deadline:
+      time.sleep(0.2)
+      running = '\n'.join(_left(dirs, 0))
+    for name in names:
       assert name in running, running
   finally:
     _kill(starter)
