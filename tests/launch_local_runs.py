@@ -1,12 +1,31 @@
 """Running deployment.launch_local in tests: the launcher's command line around the real
-trainer, and a stand-in task (no TensorFlow) for the tests whose point is the launcher's
-own supervision (ordering, signals, logs, exit statuses), not the trainer."""
+trainer, a stand-in task (no TensorFlow) for the tests whose point is the launcher's
+own supervision (ordering, signals, logs, exit statuses), not the trainer; and the global
+batch's reference (tests/global_batch.py) made once per run for every cluster compared
+with it (here, without ps, and under Slurm)."""
 
 import os
+import pathlib
 import sys
 
 from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import ROOT
+from tests.global_batch import sync_reference
+from tests.once import made_once
+
+
+def shared_sync_reference(tmp_path_factory, train_dir):
+  """tests/global_batch.sync_reference made once per run (tests/once.py: its data and its
+  start and reference checkpoints are read-only to the clusters, which fine-tune from the
+  start into a train_dir of their own); -> (its cluster flags, training into `train_dir`,
+  the reference checkpoint, the start checkpoint)."""
+  flags, reference, start = made_once(
+      tmp_path_factory, 'sync_reference', lambda directory: sync_reference(
+          pathlib.Path(directory)))
+  flags = [('--train_dir=%s' % train_dir) if flag.startswith('--train_dir=') else flag
+           for flag in flags]
+  assert '--train_dir=%s' % train_dir in flags, flags
+  return flags, reference, start
 
 
 def launcher_argv(num_ps, num_workers, flags, *launcher_flags):

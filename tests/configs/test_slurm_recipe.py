@@ -28,7 +28,8 @@ from training.config import TrainConfig
 from datasets.inputs.data_service import ServerConfig
 from tests import slurm_cluster
 from tests.cluster_tasks import assert_clean_log, checkpoint_steps, train_flags
-from tests.global_batch import PER_WORKER_BATCH, STEPS, assert_equivalent, sync_reference
+from tests.global_batch import PER_WORKER_BATCH, STEPS, assert_equivalent
+from tests.launch_local_runs import shared_sync_reference
 from tests.slurm_recipe_jobs import (LEAVE, RECIPE, jobcomp, job_id, logs, sbatch, stand_in,
                                      why)
 
@@ -131,16 +132,16 @@ def test_without_parameter_servers_every_task_is_a_worker(slurm, tmp_path):
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_two_workers_of_two_clones_without_ps_train_like_one_worker_of_the_global_batch(
-    slurm, tmp_path):
+    slurm, tmp_path, tmp_path_factory):
   """All-reduce under Slurm: `train.sbatch 0` of 2 tasks, each worker 2 clones of batch
   b/2 (--variable_update=replicated, no ps): worker k's clones read shard k's b examples
   per step, all 4 clones' gradients averaged, against the same ONE process of batch 2b."""
-  flags, reference, start = sync_reference(tmp_path)
+  train_dir, log_dir = tmp_path / 'cluster', tmp_path / 'logs'
+  flags, reference, start = shared_sync_reference(tmp_path_factory, train_dir)
   flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
                                                           '--sync_trace', '--batch_size'))]
   flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
             '--variable_update=replicated']
-  train_dir, log_dir = tmp_path / 'cluster', tmp_path / 'logs'
   began = time.time()
   result = sbatch(slurm, log_dir, flags, '--wait', ntasks=2, script_args=('0',))
   job = job_id(result)

@@ -16,6 +16,7 @@ import shutil
 import socket
 import signal
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -23,19 +24,20 @@ import pytest
 from deployment import sync_replicas
 from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, chief_scalars,
-                                 leave_counts, steps, train_flags, trainer,
-                                 wait_for, WAIT_SECS)
-from tests.global_batch import STEPS, assert_equivalent, sync_reference
-from tests.launch_local_runs import environment, fake_task_command, launcher_argv
+                                 leave_counts, steps, train_flags, wait_for, WAIT_SECS)
+from tests.global_batch import STEPS, assert_equivalent
+from tests.launch_local_runs import (environment, fake_task_command, launcher_argv,
+                                     shared_sync_reference)
 from tests import leftovers
 from tf_compat import tf
 from training.train import SYNC_TRACE_FILE
 
 
 @pytest.mark.cluster
-def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path):
-  flags, reference, start = sync_reference(tmp_path)
+def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path,
+                                                                      tmp_path_factory):
   train_dir = tmp_path / 'cluster'
+  flags, reference, start = shared_sync_reference(tmp_path_factory, train_dir)
   log_flag = '--task_log_dir=%s' % (train_dir / 'logs')
   result = subprocess.run(launcher_argv(1, 2, flags, log_flag), cwd=ROOT, env=environment(),
                           capture_output=True, text=True, timeout=WAIT_SECS)
@@ -159,7 +161,11 @@ def test_sigterm_stops_the_whole_job_cleanly_with_a_final_checkpoint(digits_dir,
   with 1 ps + 2 synchronous workers stopped by SIGTERM and started again under Slurm
   (tests/configs/test_slurm_requeue.py: the chief ready at the step saved, the job on to
   its end) and relaunched on LocalCluster after its ps was lost
-  (tests/training/test_cluster_failures.py: the relaunch resumes at the saved step)."""
+  (tests/training/test_cluster_failures.py: the relaunch resumes at the saved step).
+  While it trains, before the SIGTERM, its parameter server (the launcher's default
+  isolation) listens only inside the private network namespace
+  (_check_the_ps_listens_only_inside; a port not isolated, and the skip where no namespace
+  can be made: test_tasks_listen_only_inside_the_private_namespace)."""
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
                       max_number_of_steps=100000)
@@ -169,11 +175,14 @@ def test_sigterm_stops_the_whole_job_cleanly_with_a_final_checkpoint(digits_dir,
                              stderr=subprocess.STDOUT, text=True,
                              preexec_fn=functools.partial(leftovers.die_with_parent, os.getpid()))
   try:
+    startup = process.stdout.readline()
     chief_log = log_dir / 'worker-0.log'
     wait_for(lambda: chief_log.exists() and max(steps(chief_log.read_text()) or [0]) >= 10,
              'chief step 10')
+    _check_the_ps_listens_only_inside(startup, train_dir)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=WAIT_SECS)
+    output = startup + output
   finally:
     process.kill()
     process.wait()
@@ -183,6 +192,34 @@ def test_sigterm_stops_the_whole_job_cleanly_with_a_final_checkpoint(digits_dir,
   assert_clean_log(chief)
   assert 'SIGTERM received' in chief and 'Saving the final checkpoint' in chief
   assert checkpoint_steps(train_dir)[-1] >= 10
+
+
+def _check_the_ps_listens_only_inside(startup, train_dir):
+  """TensorFlow binds *:port (seen inside the namespace, entered at the ps's own process);
+  isolated, that port does not exist on the host at all. (A host without namespaces, where
+  the launcher's `auto` runs the job NOT isolated, or without ss: nothing to check here,
+  and test_tasks_listen_only_inside_the_private_namespace skips saying why.)"""
+  if 'NOT isolated' in startup or not shutil.which('ss'):
+    return
+  assert 'reachable only from inside it' in startup, startup
+  port = int(re.search(r'\(ports: ps (\d+);', startup).group(1))
+  pid, = [int(path.split('/')[2]) for path in glob.glob('/proc/[0-9]*/cmdline')
+          if _cmdline(path).startswith(sys.executable) and '--job_name=ps' in _cmdline(path)
+          and '--train_dir=%s' % train_dir in _cmdline(path)]
+  assert _host_listens(port) == []
+  with pytest.raises(ConnectionRefusedError):
+    socket.create_connection(('127.0.0.1', port), timeout=5)
+  inside = subprocess.run(['nsenter', '--target', str(pid), '--net', 'ss', '-ltnH'],
+                          capture_output=True, text=True, check=True).stdout
+  assert '*:%d' % port in inside, inside
+
+
+def _cmdline(path):
+  try:
+    with open(path, 'rb') as handle:
+      return handle.read().replace(b'\0', b' ').decode(errors='replace')
+  except OSError:
+    return ''   # Ended meanwhile.
 
 
 @pytest.mark.cluster
@@ -245,12 +282,12 @@ def _host_listens(port):
 
 
 @pytest.mark.cluster
-def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
-  """TensorFlow binds *:port (seen inside the namespace); isolated, that port does not
-  exist on the host at all. Not isolated, a task's port on all interfaces is the host's
-  (a stand-in that listens as TensorFlow does: tests/launch_local_runs.py)."""
-  isolated = LocalCluster(1, 1, trainer(train_flags(digits_dir, tmp_path / 'train')),
-                          str(tmp_path / 'isolated'), isolation='auto')
+def test_tasks_listen_only_inside_the_private_namespace(tmp_path):
+  """TensorFlow binds *:port; isolated, that port does not exist on the host at all: a real
+  parameter server's, checked on the SIGTERM test's job while it trains
+  (_check_the_ps_listens_only_inside). Not isolated, a task's port on all interfaces is the
+  host's (a stand-in that listens as TensorFlow does: tests/launch_local_runs.py)."""
+  isolated = LocalCluster(1, 1, ['true'], str(tmp_path / 'isolated'), isolation='auto')
   exposed = LocalCluster(1, 1, fake_task_command(tmp_path / 'stand_in', 'ps-0:listen', 2),
                          str(tmp_path / 'exposed'), isolation='none')
   try:
@@ -260,20 +297,12 @@ def test_tasks_listen_only_inside_the_private_namespace(digits_dir, tmp_path):
     exposed.isolate()
     assert 'reachable only from inside it' in isolated.startup_line()
     assert 'NOT isolated' in exposed.startup_line()
-    for cluster in (isolated, exposed):
-      cluster.start_task('ps-0')
-    for cluster, serving in ((isolated, 'Parameter server 0 serving'),
-                             (exposed, 'ps-0 listening')):
-      log_path = cluster.task('ps-0').log_path
-      wait_for(lambda: serving in open(log_path).read(), 'the ps server', cluster=cluster)
-    exposed_port, isolated_port = exposed.task('ps-0').port, isolated.task('ps-0').port
+    exposed.start_task('ps-0')
+    log_path = exposed.task('ps-0').log_path
+    wait_for(lambda: 'ps-0 listening' in open(log_path).read(), 'the stand-in ps',
+             cluster=exposed)
+    exposed_port = exposed.task('ps-0').port
     assert _host_listens(exposed_port) == ['*:%d' % exposed_port]  # All interfaces.
-    assert _host_listens(isolated_port) == []
-    with pytest.raises(ConnectionRefusedError):
-      socket.create_connection(('127.0.0.1', isolated_port), timeout=5)
-    inside = subprocess.run(isolated.network.wrap(['ss', '-ltnH']), capture_output=True,
-                            text=True, check=True).stdout
-    assert '*:%d' % isolated_port in inside
   finally:
     isolated.kill()
     exposed.kill()

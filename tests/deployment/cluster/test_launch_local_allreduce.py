@@ -16,8 +16,9 @@ from deployment.cluster import task_spec
 from deployment.cluster.launch_local import LocalCluster
 from tests.cluster_tasks import (ROOT, assert_clean_log, checkpoint_steps, steps,
                                  WAIT_SECS)
-from tests.global_batch import PER_WORKER_BATCH, STEPS, assert_equivalent, sync_reference
-from tests.launch_local_runs import environment, fake_cluster, launcher_argv
+from tests.global_batch import PER_WORKER_BATCH, STEPS, assert_equivalent
+from tests.launch_local_runs import (environment, fake_cluster, launcher_argv,
+                                     shared_sync_reference)
 from training.config import TrainConfig
 from training.lifecycle import resolve_job
 
@@ -68,18 +69,18 @@ def test_a_cluster_without_ps_ends_with_its_chief_or_its_first_failure(tmp_path)
 
 @pytest.mark.cluster
 def test_two_workers_of_two_clones_without_ps_update_like_one_worker_of_the_global_batch(
-    tmp_path):
+    tmp_path, tmp_path_factory):
   """All-reduce: 2 workers x 2 clones of batch b/2, no ps (--variable_update=replicated),
   against the same ONE worker of batch 2b: worker k's two clones draw shard k's b
   examples each step, and the all-reduce averages the 4 clones' gradients. The tasks
   learn the cluster from TF_CONFIG (a chief and a worker, no ps); with host flags they
   place themselves the same (test_without_ps_every_task_is_a_worker_told_no_ps)."""
-  flags, reference, start = sync_reference(tmp_path)
+  train_dir = tmp_path / 'cluster'
+  flags, reference, start = shared_sync_reference(tmp_path_factory, train_dir)
   flags = [flag for flag in flags if not flag.startswith(('--sync_replicas', '--replicas_to',
                                                           '--sync_trace', '--batch_size'))]
   flags += ['--batch_size=%d' % (PER_WORKER_BATCH // 2), '--num_clones=2', '--clone_on_cpu',
             '--variable_update=replicated']
-  train_dir = tmp_path / 'cluster'
   result = subprocess.run(launcher_argv(0, 2, flags, '--task_log_dir=%s' % (train_dir / 'logs'),
                                         '--addressing=tf_config'),
                           cwd=ROOT, env=environment(), capture_output=True, text=True,
