@@ -32,6 +32,10 @@ from tests import leftovers
 from tf_compat import tf
 from training.train import SYNC_TRACE_FILE
 
+# Where the model is not the point (a stop, a backup worker's end), softmax regression:
+# LeNet's millions of weights cost every step its compute and its round trip through the
+# ps. The asynchronous run keeps LeNet, whose size its traffic check reads.
+SMALL_MODEL = 'softmax_regression'
 
 @pytest.mark.cluster
 def test_two_sync_workers_of_batch_b_update_like_one_worker_of_batch_2b(tmp_path,
@@ -168,7 +172,7 @@ def test_sigterm_stops_the_whole_job_cleanly_with_a_final_checkpoint(digits_dir,
   can be made: test_tasks_listen_only_inside_the_private_namespace)."""
   train_dir = tmp_path / 'train'
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
-                      max_number_of_steps=100000)
+                      max_number_of_steps=100000, model_name=SMALL_MODEL)
   log_dir = tmp_path / 'logs'
   process = subprocess.Popen(launcher_argv(1, 2, flags, '--task_log_dir=%s' % log_dir),
                              cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
@@ -225,8 +229,8 @@ def _cmdline(path):
 @pytest.mark.cluster
 @pytest.mark.parametrize('num_workers, sync_flags, mode', [
     (2, {}, 'async'),
-    (3, {'sync_replicas': True, 'replicas_to_aggregate': 2, 'sync_trace': True},
-     'one backup worker'),
+    (3, {'sync_replicas': True, 'replicas_to_aggregate': 2, 'sync_trace': True,
+         'model_name': SMALL_MODEL}, 'one backup worker'),
 ])
 def test_the_end_of_training_ends_every_task_with_0(digits_dir, tmp_path, num_workers,
                                                     sync_flags, mode):

@@ -30,6 +30,9 @@ from training.config import TrainConfig
 POD = {'JOBSET_NAME': 'js', 'REPLICATED_JOB_NAME': 'worker', 'JOB_INDEX': '1',
        'JOB_COMPLETION_INDEX': '0', 'REPLICATED_JOB_REPLICAS': '3',
        'SLIMDEPLOY_TASKS': 'ps=2,worker=3', 'SLIMDEPLOY_BASE_PORT': '2222'}
+# The runs' model: the pods' environment is the point, and softmax regression's graph,
+# steps and checkpoint are a fraction of train_flags' LeNet's.
+SMALL_MODEL = 'softmax_regression'
 
 
 def task(**changes):
@@ -181,7 +184,8 @@ def test_tasks_with_the_manifests_pod_environment_train_to_the_end(digits_dir, t
   assert all(pod.container['command'][:2] == ['python', 'train_image_classifier.py']
              for pod in pods)   # The manifest's program; the flags are a small run's.
   train_dir = tmp_path / 'train'
-  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8)
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
+                                model_name=SMALL_MODEL)
                     + ['--addressing=%s' % addressing_flag(pods)])
   status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
   assert status == 0 and statuses == {'ps-0': 0, 'worker-0': 0}, logs
@@ -215,7 +219,8 @@ def test_the_allreduce_variants_pods_train_without_ps_to_the_end(digits_dir, tmp
   assert kept == {'addressing': 'jobset', 'variable_update': 'replicated', 'num_ps_tasks': 0,
                   'sync_replicas': False}, kept
   train_dir = tmp_path / 'train'
-  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8, **kept))
+  command = trainer(train_flags(digits_dir, train_dir, max_number_of_steps=8,
+                                model_name=SMALL_MODEL, **kept))
   status, logs, statuses = _run_pods(pods, command, tmp_path / 'logs')
   assert status == 0 and statuses == {'worker-0': 0, 'worker-1': 0}, logs
   for name, text in logs.items():
