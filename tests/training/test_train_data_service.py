@@ -1,9 +1,10 @@
 """The trainer reading its batches from a real tf.data service (tests/data_service.py: a
 dispatcher and data workers, each `python -m datasets.data_service`).
 
-  * a single-process `python train_image_classifier.py` run (LeNet on digits) whose only
-    data worker is killed: one `error:` line and status 138 after --step_timeout_secs,
-    not a hang (a lost worker among others and a restarted dispatcher, in a cluster:
+  * a single-process `python train_image_classifier.py` run (softmax regression on
+    digits: the service, not the model, is the point) whose only data worker is killed:
+    one `error:` line and status 138 after --step_timeout_secs, not a hang (a lost
+    worker among others and a restarted dispatcher, in a cluster:
     tests/deployment/cluster/test_launch_local_data_service.py); before it, files sharding
     against that dispatcher (no fixed worker list) is one ConfigError line;
   * damaged video frames skipped on the data workers reach the trainer's log (the video
@@ -39,7 +40,7 @@ def _trainer(digits_dir, tmp_path, address):
   log = open(tmp_path / 'trainer.log', 'w')  # pylint: disable=consider-using-with
   process = subprocess.Popen(
       [sys.executable, 'train_image_classifier.py', '--dataset_name=digits',
-       '--dataset_dir=' + digits_dir, '--model_name=lenet', '--clone_on_cpu',
+       '--dataset_dir=' + digits_dir, '--model_name=softmax_regression', '--clone_on_cpu',
        '--train_dir=%s' % (tmp_path / 'train'), '--batch_size=8', '--log_every_n_steps=5',
        '--num_readers=1', '--num_preprocessing_threads=1', '--save_interval_secs=600',
        '--data_service_address=' + address, '--step_timeout_secs=8'],
@@ -120,7 +121,7 @@ def test_every_data_worker_gone_ends_a_single_process_run_with_one_line(digits_d
                        '%s has no fixed list of data workers holding %s' % (
                            serving.address, serving.workers[-1].address)):
       train_module.train(TrainConfig(
-          dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
+          dataset_name='digits', dataset_dir=digits_dir, model_name='softmax_regression',
           clone_on_cpu=True, train_dir=str(tmp_path / 'files'), max_number_of_steps=5,
           data_service_address=serving.address, data_service_sharding='files'))
     trainer = _trainer(digits_dir, tmp_path, serving.address)
