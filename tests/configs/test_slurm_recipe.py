@@ -193,7 +193,9 @@ def test_the_script_starts_a_data_service_beside_the_cluster_and_ends_it(slurm, 
   second step (--data_workers=1, 4 tasks); the job ends COMPLETED and so does the service,
   ended by the script with no process left."""
   log_dir, train_dir = tmp_path / 'logs', tmp_path / 'train'
-  flags = train_flags(digits_dir, train_dir, max_number_of_steps=20)
+  # Softmax regression, not train_flags' LeNet: the service beside the cluster is the point.
+  flags = train_flags(digits_dir, train_dir, max_number_of_steps=20,
+                      model_name='softmax_regression')
   began = time.time()
   result = sbatch(slurm, log_dir, flags, '--wait', ntasks=4,
                   script_args=('1', '--data_workers=1'))
