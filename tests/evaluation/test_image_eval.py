@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from datasets.conversion.convert_images import convert
 from evaluation import run
 from evaluation import image_eval
 from evaluation.config import EvalConfig
@@ -31,7 +30,8 @@ from core.params import ConfigError
 from training.train import train
 from tests.evaluation import tensorboard_events as tbe
 from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
-from tests.sessions import assert_gpu_options
+from tests import trained_runs
+from tests.sessions import assert_gpu_options, record_sessions
 from tests.training.run_spy import seed_graph, seed_inputs
 
 
@@ -136,11 +136,7 @@ def write_checkpoint(prefix, values):
 # ----------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  directory = str(tmp_path_factory.mktemp('digits'))
-  convert('digits', directory)
-  return directory
+# digits_dir: tests/conftest.py's, the digits converted once per test run.
 
 
 @pytest.fixture(scope='module')
@@ -179,6 +175,24 @@ def two_clone_checkpoint(digits_dir, tmp_path_factory):
   result = _train(digits_dir, tmp_path_factory.mktemp('two_clones') / 'train')
   assert result.global_step == 40
   return result.checkpoint
+
+
+@pytest.fixture(scope='module')
+def two_clone_reference(test_split, two_clone_checkpoint):
+  """The reference's logits [360, 10] of the two-clone checkpoint's weights (an example's
+  logits do not depend on the others: tests of the first k examples take the first k)."""
+  return reference_logits(checkpoint_values(two_clone_checkpoint), test_split[0])
+
+
+@pytest.fixture(scope='module')
+def two_clone_evaluated(digits_dir, two_clone_checkpoint):
+  """-> (result, [(graph, ConfigProto)] of its sessions): the two-clone run evaluated once
+  for several tests, given its training directory and GPU options (no growth, 0.2)."""
+  with pytest.MonkeyPatch.context() as monkeypatch:
+    sessions = record_sessions(monkeypatch)
+    result = evaluate(eval_config(digits_dir, os.path.dirname(two_clone_checkpoint),
+                                  gpu_allow_growth=False, gpu_memory_fraction=0.2))
+  return result, sessions
 
 
 @pytest.fixture(scope='module')
@@ -223,11 +237,11 @@ def test_reference_preprocessing_is_tf_bilinear_resize(raw_test_split):
 
 
 @pytest.mark.slow
-def test_evaluates_every_test_example_once(digits_dir, test_split, two_clone_checkpoint):
-  images, labels = test_split
-  expected = accuracy_and_recall5(
-      reference_logits(checkpoint_values(two_clone_checkpoint), images), labels)
-  result = evaluate(eval_config(digits_dir, two_clone_checkpoint))
+def test_evaluates_every_test_example_once(digits_dir, test_split, two_clone_checkpoint,
+                                           two_clone_reference, two_clone_evaluated):
+  _, labels = test_split
+  expected = accuracy_and_recall5(two_clone_reference, labels)
+  result, _ = two_clone_evaluated
   assert result.num_examples == NUM_TEST
   assert result.global_step == 40
   assert result.checkpoint == two_clone_checkpoint
@@ -241,14 +255,17 @@ def test_evaluates_every_test_example_once(digits_dir, test_split, two_clone_che
 
 
 @pytest.mark.slow
-def test_checkpoint_directory_gives_its_latest_checkpoint(digits_dir, two_clone_checkpoint):
-  result = evaluate(eval_config(digits_dir, os.path.dirname(two_clone_checkpoint)))
+def test_checkpoint_directory_gives_its_latest_checkpoint(two_clone_checkpoint,
+                                                          two_clone_evaluated):
+  """two_clone_evaluated evaluated the run's directory."""
+  result, _ = two_clone_evaluated
   assert result.checkpoint == two_clone_checkpoint
   assert result.global_step == 40
 
 
 @pytest.mark.slow
-def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint):
+def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint,
+                                     two_clone_evaluated):
   """Variables carry no clone prefix: the same values saved from a plain one-device graph
   evaluate to the same numbers."""
   values = checkpoint_values(two_clone_checkpoint)
@@ -256,7 +273,7 @@ def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint)
   assert set(LENET_VARIABLES) <= set(values)
   plain = write_checkpoint(str(tmp_path / 'plain.ckpt'),
                            {name: values[name] for name in LENET_VARIABLES + ('global_step',)})
-  first = evaluate(eval_config(digits_dir, two_clone_checkpoint))
+  first, _ = two_clone_evaluated
   second = evaluate(eval_config(digits_dir, plain))
   assert (second.accuracy, second.recall_at_5, second.num_examples, second.global_step) == (
       first.accuracy, first.recall_at_5, first.num_examples, first.global_step)
@@ -264,13 +281,13 @@ def test_clone_count_does_not_matter(digits_dir, tmp_path, two_clone_checkpoint)
 
 @pytest.mark.slow
 def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp_path,
-                                                     two_clone_checkpoint, caplog):
+                                                     two_clone_checkpoint,
+                                                     two_clone_reference, caplog):
   """eval_dir read back with TensorBoard's reader: slim's two scalars, and top-1, top-5,
   mean class and per-class accuracy and the confusion matrix, against NumPy on the
   reference logits; the same figures in the JSON report; the PNG beside them."""
-  images, labels = test_split
-  reference = reference_logits(checkpoint_values(two_clone_checkpoint), images)
-  expected = tbe.numpy_figures(reference, labels, 10)
+  _, labels = test_split
+  expected = tbe.numpy_figures(two_clone_reference, labels, 10)
   eval_dir = str(tmp_path / 'eval')
   caplog.set_level(logging.INFO, logger='absl')
   [outcome] = list(run.evaluations(eval_config(digits_dir, two_clone_checkpoint,
@@ -317,11 +334,10 @@ def test_eval_dir_summaries_report_and_confusion_png(digits_dir, test_split, tmp
 
 
 @pytest.mark.slow
-def test_gpu_options_reach_the_evaluation_session(digits_dir, two_clone_checkpoint,
-                                                  session_configs):
-  evaluate(eval_config(digits_dir, two_clone_checkpoint, gpu_allow_growth=False,
-                       gpu_memory_fraction=0.2))
-  assert_gpu_options(session_configs, False, 0.2)
+def test_gpu_options_reach_the_evaluation_session(two_clone_evaluated):
+  """The shared evaluation was given no growth and a 0.2 cap: every session has them."""
+  _, sessions = two_clone_evaluated
+  assert_gpu_options(sessions, False, 0.2)
 
 
 @pytest.mark.slow
@@ -342,7 +358,8 @@ def test_moving_average_weights_are_evaluated(digits_dir, test_split, ema_checkp
 
 @pytest.mark.slow
 def test_moving_average_restores_shadows_not_weights(digits_dir, test_split, tmp_path,
-                                                     two_clone_checkpoint):
+                                                     two_clone_checkpoint,
+                                                     two_clone_reference):
   """A checkpoint whose raw weights and shadows differ on purpose: trained shadows, random
   raw weights. Each mode must score exactly as its own set of weights."""
   images, labels = test_split
@@ -355,7 +372,7 @@ def test_moving_average_restores_shadows_not_weights(digits_dir, test_split, tmp
                   for name in LENET_VARIABLES})
   crafted['global_step'] = np.array(77, np.int64)
   prefix = write_checkpoint(str(tmp_path / 'crafted.ckpt'), crafted)
-  expected_ema = accuracy_and_recall5(reference_logits(trained, images), labels)
+  expected_ema = accuracy_and_recall5(two_clone_reference, labels)   # `trained`'s logits
   expected_raw = accuracy_and_recall5(reference_logits(noise, images), labels)
   assert expected_ema[0] != expected_raw[0]
   with_ema = evaluate(eval_config(digits_dir, prefix, moving_average_decay=0.9999))
@@ -368,30 +385,34 @@ def test_moving_average_restores_shadows_not_weights(digits_dir, test_split, tmp
 
 
 @pytest.mark.slow
-def test_batch_norm_evaluates_with_moving_statistics(digits_dir, test_split, tmp_path):
+def test_batch_norm_evaluates_with_moving_statistics(digits_dir, test_split,
+                                                     tmp_path_factory):
+  """The shared LeNet run with batch norm (tests/trained_runs.py, 3 steps): its moving
+  statistics have moved off their start, and evaluation uses them."""
   images, labels = test_split
-  result = _train(digits_dir, tmp_path / 'bn', max_number_of_steps=20, use_batch_norm=True)
-  values = checkpoint_values(result.checkpoint)
+  checkpoint = os.path.join(trained_runs.lenet_run(tmp_path_factory, digits_dir),
+                            'model.ckpt-3')
+  values = checkpoint_values(checkpoint)
   assert np.any(values['LeNet/conv1/BatchNorm/moving_mean'] != 0)
   expected = accuracy_and_recall5(
       reference_logits(values, images, use_batch_norm=True), labels)
-  metrics = evaluate(eval_config(digits_dir, result.checkpoint, use_batch_norm=True))
+  metrics = evaluate(eval_config(digits_dir, checkpoint, use_batch_norm=True))
   assert metrics.num_examples == NUM_TEST
   assert metrics.accuracy == pytest.approx(expected[0], abs=1e-6)
   # Without batch norm the model does not match the checkpoint (no biases there).
   with pytest.raises(ConfigError):
-    evaluate(eval_config(digits_dir, result.checkpoint))
+    evaluate(eval_config(digits_dir, checkpoint))
 
 
 @pytest.mark.slow
-def test_min_accuracy_compares_counts(digits_dir, test_split, two_clone_checkpoint, capsys):
+def test_min_accuracy_compares_counts(digits_dir, test_split, two_clone_checkpoint,
+                                      two_clone_reference, capsys):
   """Exactly k of 20 correct (counted in NumPy) passes --min_accuracy=k/20, written as the
   decimal it is, and not (k + 1)/20: counts are compared, not a float32 ratio."""
-  images, labels = test_split
+  _, labels = test_split
   config = eval_config(digits_dir, two_clone_checkpoint, batch_size=20, max_num_batches=1)
   results = list(run.evaluations(config))
-  predicted = np.argmax(reference_logits(checkpoint_values(two_clone_checkpoint),
-                                         images[:20]), axis=1)
+  predicted = np.argmax(two_clone_reference[:20], axis=1)
   correct = int(np.sum(predicted == labels[:20]))
   assert (results[0].metrics.top1_correct, results[0].metrics.num_examples) == (correct, 20)
   at = dataclasses.replace(config, min_accuracy=float('%.2f' % (correct / 20)))
@@ -403,14 +424,14 @@ def test_min_accuracy_compares_counts(digits_dir, test_split, two_clone_checkpoi
 
 
 @pytest.mark.slow
-def test_max_num_batches_limits_the_examples(digits_dir, test_split, two_clone_checkpoint):
-  images, labels = test_split
+def test_max_num_batches_limits_the_examples(digits_dir, test_split, two_clone_checkpoint,
+                                             two_clone_reference):
+  _, labels = test_split
   result = evaluate(eval_config(digits_dir, two_clone_checkpoint, batch_size=100,
                                 max_num_batches=1))
   assert result.num_examples == 100
   # Evaluation reads the files in order: the first 100 records.
-  expected = accuracy_and_recall5(
-      reference_logits(checkpoint_values(two_clone_checkpoint), images[:100]), labels[:100])
+  expected = accuracy_and_recall5(two_clone_reference[:100], labels[:100])
   assert result.accuracy == pytest.approx(expected[0], abs=1e-6)
 
 
