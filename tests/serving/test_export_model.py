@@ -42,24 +42,36 @@ def export_config(rgb_dir, checkpoint, export_dir, **overrides):
   return ExportConfig(**values)
 
 
-def run_signature(version_dir, clips):
-  """Loads the version as TF Serving does (tag 'serve', signature 'serving_default')."""
-  with tf.Graph().as_default(), tf.Session() as sess:
+def run_signature(version_dir, clips, convolution_types=None):
+  """Loads the version as TF Serving does (tag 'serve', signature 'serving_default');
+  adds the types its Conv3D ops compute in to the set `convolution_types`, if given."""
+  with tf.Graph().as_default() as graph, tf.Session() as sess:
     meta = tf.saved_model.loader.load(sess, ['serve'], version_dir)
     signature = meta.signature_def['serving_default']
     names = sorted(signature.outputs)
     values = sess.run([signature.outputs[n].name for n in names],
                       {signature.inputs['clips'].name: clips})
+    if convolution_types is not None:
+      convolution_types.update(op.get_attr('T') for op in graph.get_operations()
+                               if op.type == 'Conv3D')
   return dict(zip(names, values))
 
 
 @pytest.mark.slow
-def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path):
+def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path,
+                                                    session_configs):
   """One clip of 8 frames per test video: the SavedModel's probabilities for that clip
-  equal eval's per-video probabilities within 1e-5 (moving averages in both)."""
+  equal eval's per-video probabilities within 1e-5 (moving averages in both). The export
+  is given GPU options, which reach its session (training's --gpu_allow_growth and
+  --gpu_memory_fraction; this export is the case of
+  test_gpu_options_reach_the_export_session)."""
   prefix, _, _ = rgb_model
   export_dir = str(tmp_path / 'export')
-  result = export_saved_model(export_config(rgb_dir, prefix, export_dir, top_k=2))
+  del session_configs[:]
+  result = export_saved_model(export_config(rgb_dir, prefix, export_dir, top_k=2,
+                                            gpu_allow_growth=False,
+                                            gpu_memory_fraction=0.25))
+  assert_gpu_options(session_configs, False, 0.25)
   evaluated = list(run.evaluations(EvalConfig(
       dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
       checkpoint_path=prefix, depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP,
@@ -181,11 +193,8 @@ def test_versions_are_numbered_written_whole_and_never_overwritten(export_of_10_
                              run_signature(str(base / '1'), clip)['logits'], rtol=0, atol=0)
 
 
-@pytest.mark.slow
-def test_gpu_options_reach_the_export_session(rgb_dir, rgb_model, tmp_path, session_configs):
-  export_saved_model(export_config(rgb_dir, rgb_model[0], tmp_path / 'export',
-                                   gpu_allow_growth=False, gpu_memory_fraction=0.25))
-  assert_gpu_options(session_configs, False, 0.25)
+# GPU options reaching the export session: asserted on the export of
+# test_saved_model_probabilities_equal_evaluation (no growth, 0.25), not an export of its own.
 
 
 @pytest.mark.slow
@@ -209,12 +218,10 @@ def test_bfloat16_export_and_evaluation_give_float32_outputs_close_to_float32(
                           for i in evaluated.video_ids])
   expected = vt.reference_logits(shadows, clips)
   tolerance = 0.05 * np.abs(expected).max()
-  outputs = run_signature(result.version_dir, clips)
+  convolutions = set()   # read off the graph the SavedModel was loaded into to score
+  outputs = run_signature(result.version_dir, clips, convolutions)
   assert outputs['logits'].dtype == outputs['probabilities'].dtype == np.float32
   np.testing.assert_allclose(outputs['logits'], expected, rtol=0, atol=tolerance)
   np.testing.assert_allclose(evaluated.logits, expected, rtol=0, atol=tolerance)
   assert result.info['mixed_precision'] == 'bfloat16'
-  with tf.Graph().as_default() as graph, tf.Session():
-    tf.saved_model.loader.load(tf.get_default_session(), ['serve'], result.version_dir)
-    convolutions = {op.get_attr('T') for op in graph.get_operations() if op.type == 'Conv3D'}
   assert convolutions == {tf.bfloat16}
