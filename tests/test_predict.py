@@ -16,7 +16,6 @@ from core import errors
 from core.params import config_from_argv
 from evaluation import run
 from evaluation.config import EvalConfig
-from serving.export_model import ExportConfig, export_saved_model
 from serving.predict_video import PredictConfig, predict_video
 from tests import video_testdata as vt
 from tests.entries import assert_one_error_line, run_entry
@@ -27,12 +26,9 @@ def test_predict_returns_what_evaluation_scores(tmp_path, tmp_path_factory):
   videos = vt.synthetic_videos(tmp_path_factory)
   rgb_dir = vt.converted(tmp_path_factory, 'rgb')
   prefix, _, _ = vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')
-  sampling = dict(depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP, eval_clips=2,
-                  clip_frames=8)
-  model_dir = str(tmp_path / 'model')
-  version_dir = export_saved_model(ExportConfig(
-      checkpoint_path=prefix, model_name='i3d', dataset_dir=rgb_dir, export_dir=model_dir,
-      **sampling)).version_dir
+  sampling = vt.EXPORT_SAMPLING   # 2 clips of 8 frames, crop 32
+  # export.py's export of that checkpoint, made once for this and test_predict_video.
+  model_dir, version_dir = vt.shared_export(tmp_path_factory)
   video = [v for v in videos['videos'] if v['split'] == 'test'][0]
   path = os.path.join(videos['video_dir'], video['path'])
   text_file = tmp_path / 'notes.mp4'

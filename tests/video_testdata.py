@@ -13,6 +13,8 @@ asks first:
     differently), optionally with moving-average shadows that differ from the weights.
   * `shared_checkpoint(name)`: such checkpoints made once per session: 'rgb_ema' (3
     channels, step 7, with shadows) and 'flow' (2 channels, step 9, seed 1).
+  * `shared_export()`: 'rgb_ema' exported once by export_saved_model (2 clips of 8
+    frames, crop 32) for the prediction tests: -> (model base dir, its version 1 dir).
 
 And independent references: records decoded with Pillow, frames chosen, cropped and
 scaled in NumPy, a network loaded by name from checkpoint values in a graph of its own.
@@ -122,6 +124,28 @@ def shared_checkpoint(tmp_path_factory, name):
         os.path.join(directory, 'model.ckpt-%d' % recipe['global_step']), **recipe)
 
   return made_once(tmp_path_factory, 'checkpoint_' + name, make)
+
+
+EXPORT_SAMPLING = dict(depth_multiplier=DEPTH, eval_image_size=CROP, eval_clips=2,
+                       clip_frames=8)
+
+
+def shared_export(tmp_path_factory):
+  """-> (model_dir, version_dir): shared_checkpoint 'rgb_ema' exported with
+  EXPORT_SAMPLING into model_dir, made once per test run; read-only (a test that changes
+  it copies it first)."""
+  from serving.export_model import ExportConfig, export_saved_model  # pylint: disable=import-outside-toplevel
+  prefix = shared_checkpoint(tmp_path_factory, 'rgb_ema')[0]
+  dataset_dir = converted(tmp_path_factory, 'rgb')
+
+  def make(directory):
+    model_dir = os.path.join(directory, 'model')
+    version_dir = export_saved_model(ExportConfig(
+        checkpoint_path=prefix, model_name='i3d', dataset_dir=dataset_dir,
+        export_dir=model_dir, **EXPORT_SAMPLING)).version_dir
+    return model_dir, version_dir
+
+  return made_once(tmp_path_factory, 'export_rgb_ema', make)
 
 
 # ----------------------------------------------------------------------------- references

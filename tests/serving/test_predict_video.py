@@ -3,12 +3,12 @@ evaluated. Reference: the converter's records decoded with Pillow, frames sample
 cropped and scaled in NumPy (tests/video_testdata)."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
 
 from datasets.inputs.input_settings import Sampling
-from serving.export_model import ExportConfig, export_saved_model
 from serving.predict_video import PredictConfig, predict_video, prepare_clips
 from tests import video_testdata as vt
 from tests.sessions import assert_gpu_options
@@ -79,12 +79,11 @@ def test_a_directory_that_is_not_an_export(tmp_path):
 @pytest.mark.slow
 def test_gpu_options_reach_every_prediction_session(tmp_path, tmp_path_factory,
                                                     session_configs):
-  """Both sessions, the input pipeline's and the SavedModel's."""
+  """Both sessions, the input pipeline's and the SavedModel's. The model: the shared
+  export (tests/video_testdata.py), copied since the test removes its labels.txt."""
   videos = vt.synthetic_videos(tmp_path_factory)
-  model_dir = export_saved_model(ExportConfig(
-      checkpoint_path=vt.shared_checkpoint(tmp_path_factory, 'rgb_ema')[0], model_name='i3d',
-      dataset_dir=vt.converted(tmp_path_factory, 'rgb'), export_dir=str(tmp_path / 'm'),
-      depth_multiplier=vt.DEPTH, eval_image_size=vt.CROP, eval_frames=10)).version_dir
+  model_dir = str(tmp_path / 'm' / '1')
+  shutil.copytree(vt.shared_export(tmp_path_factory)[1], model_dir)
   video = [v for v in videos['videos'] if v['split'] == 'test'][0]
   del session_configs[:]
   predict_video(PredictConfig(model_dir=model_dir, video=os.path.join(
