@@ -1,5 +1,6 @@
 """What a user opens is what the tests checked: the real `tensorboard` server, read through
-its HTTP API as the browser reads it, on a short video run with two clones."""
+its HTTP API as the browser reads it, on a short video run with two clones (whose checkpoint
+is also checked here: the rgb case of test_train_video's two-clone training)."""
 
 import functools
 import io
@@ -19,7 +20,7 @@ from PIL import Image
 from datasets.inputs import label_strip
 from tests import video_testdata
 from tests.datasets.inputs.test_label_strip import read_label
-from tests.training.test_train_video import video_config
+from tests.training.test_train_video import check_two_clone_run, video_config
 from tests import leftovers
 from training import train as train_module
 
@@ -49,8 +50,11 @@ def test_tensorboard_serves_every_clone_loss_the_input_wait_and_the_clips(
     tmp_path, tmp_path_factory):
   rgb_dir = video_testdata.converted(tmp_path_factory, 'rgb')
   train_dir = tmp_path / 'train'
-  train_module.train(video_config(rgb_dir, train_dir, max_number_of_steps=8,
-                                  save_summaries_secs=1, log_every_n_steps=2))
+  result = train_module.train(video_config(rgb_dir, train_dir, max_number_of_steps=8,
+                                           save_summaries_secs=1, log_every_n_steps=2))
+  # I3D trains on rgb clips with two clones (the flow case:
+  # test_train_video.py::test_i3d_trains_on_flow_clips_with_two_clones).
+  check_two_clone_run(result, steps=8, channels=3)
   port = portpicker.pick_unused_port()
   tensorboard = os.path.join(os.path.dirname(sys.executable), 'tensorboard')
   server = subprocess.Popen(

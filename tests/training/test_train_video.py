@@ -93,15 +93,30 @@ def test_image_rules(digits_dir, tmp_path, changes, message):
     check_train_config(dataclasses.replace(config, **changes))
 
 
+@pytest.fixture(scope='module')
+def training_graphs(rgb_dir, flow_dir, tmp_path_factory):
+  """graph_of(modality): (setup, graph) of video_config's training graph (2 clones), built
+  at most once per modality for the module's tests, which read it and run sessions of
+  their own on it."""
+  built = {}
+
+  def graph_of(modality):
+    if modality not in built:
+      setup = check_train_config(video_config(
+          rgb_dir if modality == 'rgb' else flow_dir, tmp_path_factory.mktemp(modality)))
+      with tf.Graph().as_default() as graph:
+        train_module.build_training_graph(setup)
+      built[modality] = setup, graph
+    return built[modality]
+  return graph_of
+
+
 @pytest.mark.parametrize('modality', ['rgb', 'flow'])
-def test_clones_finish_their_clips_on_their_own_device(modality, rgb_dir, flow_dir,
-                                                       tmp_path):
+def test_clones_finish_their_clips_on_their_own_device(modality, training_graphs):
   """Clips leave the input device as uint8; each clone scales and flips on its device,
   and the network sees exactly NumPy's finished clips."""
-  config = video_config(rgb_dir if modality == 'rgb' else flow_dir, tmp_path)
-  setup = check_train_config(config)
-  with tf.Graph().as_default() as graph:
-    train_module.build_training_graph(setup)
+  setup, graph = training_graphs(modality)
+  with graph.as_default():
     casts = [op for op in graph.get_operations()
              if op.type == 'Cast' and op.inputs[0].dtype == tf.uint8
              and op.name.startswith('clone_')]
@@ -124,19 +139,26 @@ def test_clones_finish_their_clips_on_their_own_device(modality, rgb_dir, flow_d
   assert output.shape == (2, 4, 32, 32, 3 if modality == 'rgb' else 2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('modality', ['rgb', 'flow'])
-def test_i3d_trains_on_clips_with_two_clones(modality, rgb_dir, flow_dir, tmp_path):
-  config = video_config(rgb_dir if modality == 'rgb' else flow_dir, tmp_path / 'train')
-  result = train_module.train(config)
-  assert result.global_step == 3
+def check_two_clone_run(result, steps, channels):
+  """A finished 2-clone run of video_config: its steps, a finite loss, and a checkpoint of
+  the one model (no clone_ copies) taking `channels`-channel clips to NUM_CLASSES."""
+  assert result.global_step == steps
   assert np.isfinite(result.loss)
   reader = tf.train.load_checkpoint(result.checkpoint)
   shapes = reader.get_variable_to_shape_map()
   first = 'InceptionV1/Conv3d_1a_7x7/weights'
-  assert shapes[first][3] == (3 if modality == 'rgb' else 2)
+  assert shapes[first][3] == channels
   assert shapes['InceptionV1/Logits/Conv3d_0c_1x1/biases'] == [video_testdata.NUM_CLASSES]
   assert not any(name.startswith('clone_') for name in shapes)
+
+
+# rgb: the same checks on the same configuration's run (video_config, 2 clones, rgb) in
+# tests/training/test_tensorboard_server.py::
+# test_tensorboard_serves_every_clone_loss_the_input_wait_and_the_clips.
+@pytest.mark.slow
+def test_i3d_trains_on_flow_clips_with_two_clones(flow_dir, tmp_path):
+  result = train_module.train(video_config(flow_dir, tmp_path / 'train'))
+  check_two_clone_run(result, steps=3, channels=2)
 
 
 @pytest.mark.slow
@@ -200,7 +222,8 @@ def test_deepmind_checkpoint_of_the_other_modality_is_refused(rgb_dir, tmp_path)
 def test_deepmind_logits_need_excluding_for_another_class_count(
     rgb_dir, rgb_deepmind_checkpoint, tmp_path):
   prefix, _ = rgb_deepmind_checkpoint
-  config = video_config(rgb_dir, tmp_path / 'train', checkpoint_path=prefix)
+  # One clone: the check reads the model's variables, which clones share (half the graph).
+  config = video_config(rgb_dir, tmp_path / 'train', num_clones=1, checkpoint_path=prefix)
   setup = check_train_config(config)
   with tf.Graph().as_default(), pytest.raises(
       ConfigError, match=r'differ in shape .* InceptionV1/Logits/Conv3d_0c_1x1/\w+ is '
@@ -208,13 +231,14 @@ def test_deepmind_logits_need_excluding_for_another_class_count(
     train_module.build_training_graph(setup)
 
 
-def test_the_video_step_has_no_integer_transpose_for_onednn_to_refuse(rgb_dir, tmp_path):
+def test_the_video_step_has_no_integer_transpose_for_onednn_to_refuse(training_graphs):
   """oneDNN's layout pass prints an ERROR line ('oneDNN supports DT_UINT8 only on
   platforms with AVX-512'), on any CPU, for a Transpose of any dtype but floats: the clip
-  montages' label strips once had one (datasets/inputs/label_strip.py)."""
-  setup = check_train_config(video_config(rgb_dir, tmp_path, save_summaries_steps=1))
-  with tf.Graph().as_default() as graph:
-    train_module.build_training_graph(setup)
+  montages' label strips once had one (datasets/inputs/label_strip.py). video_config logs
+  every step, so its summaries, the montages among them, run every step
+  (--save_summaries_steps resolves to 1; the graph holds them whatever the cadence)."""
+  setup, graph = training_graphs('rgb')
+  assert setup.save_summaries_steps == 1
   integer_transposes = [op.name for op in graph.get_operations()
                         if op.type in ('Transpose', 'ConjugateTranspose')
                         and not op.get_attr('T').is_floating]
