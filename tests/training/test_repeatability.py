@@ -115,21 +115,33 @@ def test_a_run_stopped_twice_and_resumed_equals_the_straight_run(digits_dir, tmp
 
 def test_a_checkpoint_holds_the_input_position_and_an_older_one_still_resumes(
     digits_dir, tmp_path, caplog):
+  caplog.set_level('INFO')
   config = _digits(digits_dir, tmp_path / 'run', max_number_of_steps=3)
   _train(config)
+  # A seeded run (_digits' own settings) says it repeats (the unseeded one:
+  # test_the_start_up_says_whether_the_run_repeats).
+  assert 'Repeatable: --random_seed=7, bitwise (--deterministic' in caplog.text
+  assert '--random_seed=7' in (tmp_path / 'run' / 'flags.cfg').read_text().splitlines()
+  # The switch is the run's: TensorFlow's op determinism is off again after it.
+  from tensorflow.python.framework import (  # pylint: disable=import-outside-toplevel
+      config as framework_config)
+  assert not framework_config.is_op_determinism_enabled()
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path / 'run')))
   assert [name for name in reader.get_variable_to_shape_map()
           if name.startswith('input_position_')]
   # Other input settings (a batch of 8): the saved position is not theirs.
-  caplog.set_level('INFO')
+  caplog.clear()
   result = _train(_digits(digits_dir, tmp_path / 'run', max_number_of_steps=5, batch_size=8))
   assert result.global_step == 5
   assert 'holds no input position for these input settings' in caplog.text
 
 
-@pytest.mark.parametrize('topology', [dict(num_clones=1), dict(num_clones=2),
+# One clone of one micro-batch: every random draw of the clips and the net is also in the
+# '2 micro-batches' case (one clone), and that topology's repeat in
+# test_two_runs_with_one_seed_end_bitwise_equal[1 clone].
+@pytest.mark.parametrize('topology', [dict(num_clones=2),
                                       dict(num_clones=1, num_micro_batches=2)],
-                         ids=['1 clone', '2 clones', '2 micro-batches'])
+                         ids=['2 clones', '2 micro-batches'])
 def test_video_clips_repeat_with_one_seed(tmp_path_factory, tmp_path, topology):
   """I3D (narrow) on clips: random starts, crops and flips, dropout, batch norm."""
   rgb_dir = video_testdata.converted(tmp_path_factory, 'rgb')
@@ -142,18 +154,13 @@ def test_video_clips_repeat_with_one_seed(tmp_path_factory, tmp_path, topology):
 
 
 def test_the_start_up_says_whether_the_run_repeats(digits_dir, tmp_path, caplog):
+  """The unseeded run; the seeded run's line, flagfile and op determinism switched off
+  after it: test_a_checkpoint_holds_the_input_position_and_an_older_one_still_resumes."""
   caplog.set_level('INFO')
   _train(_digits(digits_dir, tmp_path / 'unseeded', max_number_of_steps=1, random_seed=None,
                  deterministic=False, log_example_ids=False))
   assert 'Repeatable: no (no --random_seed' in caplog.text
   assert not (tmp_path / 'unseeded' / 'example_ids.tsv').exists()
-  caplog.clear()
-  _train(_digits(digits_dir, tmp_path / 'seeded', max_number_of_steps=1))
-  assert 'Repeatable: --random_seed=7, bitwise (--deterministic' in caplog.text
-  assert '--random_seed=7' in (tmp_path / 'seeded' / 'flags.cfg').read_text().splitlines()
-  # The switch is the run's: TensorFlow's op determinism is off again after it.
-  from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
-  assert not config.is_op_determinism_enabled()
 
 
 def test_deterministic_needs_a_seed_in_one_line(digits_dir, tmp_path):
