@@ -88,6 +88,12 @@ def test_a_run_shows_every_clone_the_input_and_what_it_sees(digits_dir, tmp_path
       'Placement: clone 1: asked /device:CPU:1, ran on /device:CPU:1'], placements
   assert 0.0 <= min(v for _, v in scalars['input/wait_share'])
   assert max(v for _, v in scalars['input/wait_share']) <= 1.0
+  # The end marker of a finished run (a stopped one: test_the_end_marker_says_stopped).
+  marker = end_marker.read_end_marker(str(train_dir))
+  assert (marker.status, marker.global_step, marker.checkpoint) == (
+      'finished', 30, 'model.ckpt-30')
+  with open(str(train_dir / run_record.FLAGFILE)) as handle:
+    assert '--max_number_of_steps=30' in handle.read()
 
 
 def test_the_flagfile_replays_the_run_into_another_directory(tmp_path, digits_dir):
@@ -209,14 +215,9 @@ def test_the_two_clone_recipe_counts_its_input_wait_not_its_compute(rgb_dir, tmp
 
 
 @pytest.mark.slow
-def test_the_end_marker_says_finished_or_stopped(digits_dir, tmp_path):
-  finished_dir, stopped_dir = tmp_path / 'finished', tmp_path / 'stopped'
-  train_with_timeout(make_config(digits_dir, finished_dir, max_number_of_steps=6))
-  marker = end_marker.read_end_marker(str(finished_dir))
-  assert (marker.status, marker.global_step, marker.checkpoint) == (
-      'finished', 6, 'model.ckpt-6')
-  with open(str(finished_dir / run_record.FLAGFILE)) as handle:
-    assert '--max_number_of_steps=6' in handle.read()
+def test_the_end_marker_says_stopped(digits_dir, tmp_path):
+  """A finished run's marker: test_a_run_shows_every_clone_the_input_and_what_it_sees."""
+  stopped_dir = tmp_path / 'stopped'
   stop = threading.Event()
   stop.set()  # stopped before the first step: a SIGTERM right after start
   train_with_timeout(make_config(digits_dir, stopped_dir, max_number_of_steps=None),
