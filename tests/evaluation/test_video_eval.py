@@ -22,10 +22,7 @@ from tests import video_testdata as vt
 from tests.evaluation import tensorboard_events as tbe
 from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 from tests.sessions import assert_gpu_options
-from tf_compat import tf
-from training.config import TrainConfig
 from core.params import ConfigError
-from training.train import train
 
 NUM_TEST = 6
 
@@ -65,17 +62,35 @@ def evaluate(cfg):
   return results[0]
 
 
-def reference(dataset_dir, values, modality='rgb', **sampling):
-  """{video id: (label, logits [C] averaged over the video's clips)}."""
+def clip_reference(dataset_dir, values, modality='rgb', **sampling):
+  """{video id: (label, logits [K, C] of each of the video's clips)}."""
   videos = vt.read_records(dataset_dir, modality=modality)
   ids = sorted(videos)
   clips = [vt.reference_clips(videos[i][1], **sampling) for i in ids]
   logits = vt.reference_logits(values, np.concatenate(clips))
   out, start = {}, 0
   for video_id, video_clips in zip(ids, clips):
-    out[video_id] = (videos[video_id][0], logits[start:start + len(video_clips)].mean(0))
+    out[video_id] = (videos[video_id][0], logits[start:start + len(video_clips)])
     start += len(video_clips)
   return out
+
+
+def averaged(by_clip, clips=None):
+  """{video id: (label, logits [C] averaged over the first `clips` (all) clips)}."""
+  return {i: (label, logits[:clips].mean(0)) for i, (label, logits) in by_clip.items()}
+
+
+def reference(dataset_dir, values, modality='rgb', **sampling):
+  """{video id: (label, logits [C] averaged over the video's clips)}."""
+  return averaged(clip_reference(dataset_dir, values, modality, **sampling))
+
+
+@pytest.fixture(scope='module')
+def rgb_shadow_clips(rgb_dir, rgb_model):
+  """clip_reference of rgb_model's averaged weights, 2 clips of 8 frames a video. Their
+  first clips are the 1-clip sampling's (clip k starts at frame k * (T - 8) // (K - 1)),
+  so this one reference serves the 2-clip and the 1-clip tests."""
+  return clip_reference(rgb_dir, rgb_model[2], eval_clips=2, clip_frames=8)
 
 
 def counted_metrics(scores, labels, num_classes=vt.NUM_CLASSES):
@@ -109,35 +124,45 @@ def check_against_reference(stream, expected, metrics):
   assert metrics.confusion.tolist() == confusion
 
 
-def test_clips_averaged_per_video_with_moving_averages(rgb_dir, rgb_model):
+def test_clips_averaged_per_video_with_moving_averages(rgb_dir, rgb_model, rgb_shadow_clips,
+                                                       session_configs):
   """K=2 clips of 8 frames, batches of 4 videos (the last one partial): the averaged
-  weights (present in the checkpoint) and batch norm's moving statistics are used."""
-  prefix, _, shadows = rgb_model
+  weights (present in the checkpoint) and batch norm's moving statistics are used. Every
+  evaluation session has training's default GPU options (the case of
+  test_gpu_options_reach_every_evaluation_session without options)."""
+  prefix, _, _ = rgb_model
   cfg = config(rgb_dir, os.path.dirname(prefix), eval_clips=2, clip_frames=8, batch_size=4)
+  del session_configs[:]
   result = evaluate(cfg)
+  assert_gpu_options(session_configs, True, 0.0)
   assert isinstance(result.result, VideoEvalResult)
   stream = result.result.primary
   assert (stream.name, stream.checkpoint, stream.global_step) == ('rgb', prefix, 7)
   assert stream.moving_averages
-  expected = reference(rgb_dir, shadows, eval_clips=2, clip_frames=8)
+  expected = averaged(rgb_shadow_clips)
   check_against_reference(stream, expected, result.result.metrics['rgb'])
   text = run.summary(result)
   assert 'video_folder/test: 6 videos, 2 clips x 8 frames, centre crop 32' in text
   assert prefix + ' (7, averaged)' in text
 
 
-def test_first_frames_with_raw_weights(rgb_dir, rgb_model):
-  """The first 12 frames (videos of 6-14 frames loop), --use_moving_averages=false."""
+def test_first_frames_with_raw_weights(rgb_dir, rgb_model, session_configs):
+  """The first 12 frames (videos of 6-14 frames loop), --use_moving_averages=false; given
+  GPU options reach every evaluation session (test_gpu_options_reach_every_evaluation_session
+  with options)."""
   prefix, values, _ = rgb_model
+  del session_configs[:]
   result = evaluate(config(rgb_dir, prefix, eval_frames=12, use_moving_averages='false',
-                           batch_size=5))
+                           batch_size=5, gpu_allow_growth=False, gpu_memory_fraction=0.3))
+  assert_gpu_options(session_configs, False, 0.3)
   assert not result.result.primary.moving_averages
   expected = reference(rgb_dir, values, eval_frames=12)
   check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
 
 
-def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, tmp_path):
-  rgb_prefix, _, rgb_shadows = rgb_model
+def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model,
+                                     rgb_shadow_clips, tmp_path):
+  rgb_prefix, _, _ = rgb_model
   flow_prefix, flow_values, _ = flow_model
   eval_dir = str(tmp_path / 'eval')
   result = evaluate(config(rgb_dir, rgb_prefix, fusion=True, flow_checkpoint_path=flow_prefix,
@@ -145,7 +170,7 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
                            batch_size=4, eval_dir=eval_dir))
   rgb, flow, fusion = result.result.streams
   assert [s.name for s in result.result.streams] == ['rgb', 'flow', 'fusion']
-  expected_rgb = reference(rgb_dir, rgb_shadows, eval_clips=1, clip_frames=8)
+  expected_rgb = averaged(rgb_shadow_clips, clips=1)   # 1 clip of 8 frames
   expected_flow = reference(flow_dir, flow_values, 'flow', eval_clips=1, clip_frames=8)
   check_against_reference(flow, expected_flow, result.result.metrics['flow'])
   expected = {i: (label, logits + expected_flow[i][1])
@@ -192,46 +217,18 @@ def test_fusion_report_and_summaries(rgb_dir, flow_dir, rgb_model, flow_model, t
   assert 'confusion matrix: %s' % result.confusion_paths[-1] in run.summary(result)
 
 
-@pytest.mark.slow
-def test_a_two_clone_checkpoint_evaluates_on_one_device(rgb_dir, tmp_path):
-  """A real 2-clone training run with moving averages: its checkpoint holds no clone
-  prefix, evaluates to the reference of its averaged weights, and the same values saved
-  from a plain one-device graph give the same numbers."""
-  trained = train(TrainConfig(
-      dataset_name='video_folder', dataset_dir=rgb_dir, model_name='i3d',
-      train_dir=str(tmp_path / 'train'), num_clones=2, clone_on_cpu=True, batch_size=2,
-      clip_frames=4, train_image_size=vt.CROP, depth_multiplier=vt.DEPTH,
-      max_number_of_steps=2, optimizer='sgd', learning_rate=0.01,
-      learning_rate_decay_type='fixed', moving_average_decay=0.5, num_readers=1,
-      num_preprocessing_threads=1, save_summaries_secs=600, save_interval_secs=600))
-  reader = tf.train.load_checkpoint(trained.checkpoint)
-  values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-  assert not [name for name in values if 'clone' in name]
-  shadows = {name[:-len(vt.EMA)]: value for name, value in values.items()
-             if name.endswith(vt.EMA)}
-  assert 'InceptionV1/Conv3d_1a_7x7/BatchNorm/moving_mean' in shadows
-  plain = vt.write_checkpoint(str(tmp_path / 'plain' / 'model.ckpt-2'), {
-      name: value for name, value in values.items()
-      if name in shadows or name.endswith(vt.EMA) or name == 'global_step'})
-  results = [evaluate(config(rgb_dir, prefix, eval_clips=2, clip_frames=4, batch_size=3))
-             for prefix in (trained.checkpoint, plain)]
-  expected = reference(rgb_dir, shadows, eval_clips=2, clip_frames=4)
-  for result in results:
-    assert result.result.global_step == 2 and result.result.primary.moving_averages
-    check_against_reference(result.result.primary, expected, result.result.metrics['rgb'])
-  np.testing.assert_array_equal(results[0].result.primary.logits,
-                                results[1].result.primary.logits)
+# A real 2-clone training run with moving averages (its checkpoint holds no clone prefix,
+# evaluates to the reference of its averaged weights, and the same values saved from a plain
+# one-device graph give the same numbers): checked on the run eval.py --watch follows,
+# tests/evaluation/test_watch.py::test_watch_beside_training_evaluates_each_checkpoint_once,
+# instead of one more I3D training here.
 
 
-@pytest.mark.parametrize('options,expected', [({}, (True, 0.0)),
-                                              (dict(gpu_allow_growth=False,
-                                                    gpu_memory_fraction=0.3), (False, 0.3))])
-def test_gpu_options_reach_every_evaluation_session(rgb_dir, rgb_model, session_configs,
-                                                    options, expected):
-  """Training's --gpu_allow_growth and --gpu_memory_fraction, so eval.py --watch beside
-  training does not map every GPU's free memory."""
-  evaluate(config(rgb_dir, rgb_model[0], eval_frames=8, batch_size=6, **options))
-  assert_gpu_options(session_configs, *expected)
+# Training's --gpu_allow_growth and --gpu_memory_fraction reach every evaluation session
+# (so eval.py --watch beside training does not map every GPU's free memory): asserted on
+# the evaluations above, test_clips_averaged_per_video_with_moving_averages (the defaults:
+# growth, no cap) and test_first_frames_with_raw_weights (no growth, 0.3), instead of two
+# more I3D evaluations of their own.
 
 
 # ----------------------------------------------------------------------------- bad input

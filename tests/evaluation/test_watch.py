@@ -2,7 +2,9 @@
 (tests/entries.py `evaluate`, as eval.py's main runs it) and the trainer in its main
 thread (training.train.train, as train_image_classifier.py runs it): each checkpoint is
 evaluated once, the trainer's end marker ends the watch, and a `stopped` marker does not.
-The one trainer stopped by SIGTERM is a real process: the signal is the point there."""
+The one trainer stopped by SIGTERM is a real process: the signal is the point there.
+The I3D run the watch follows has 2 clones and moving averages: its last checkpoint is
+also checked as evaluation's (tests/evaluation/test_video_eval.py) against a reference."""
 
 import functools
 import glob
@@ -15,6 +17,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from checkpoints import end_marker, paths
@@ -22,7 +25,9 @@ from core.params import config_from_argv
 from deployment.cluster.process_guards import die_with_parent
 from evaluation import run
 from tests import video_testdata as vt
+from tests.evaluation import test_video_eval as video_eval
 from tests.entries import ROOT, evaluate
+from tf_compat import tf
 from training.config import TrainConfig
 from training.train import train
 
@@ -67,11 +72,18 @@ def absl_info(caplog):
 def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path_factory,
                                                               absl_info):
   """The watch starts before the training directory exists, evaluates each new
-  checkpoint once as the trainer saves it (every 4 steps: 3 checkpoints, however fast the
-  steps; a 12-step run can end within a second), and ends by itself after the last step:
-  no step count is given, the trainer's end marker ends the watch."""
+  checkpoint once as the trainer saves it (every 4 steps: 2 checkpoints, however fast the
+  steps; an 8-step run can end within a second, and the watch hands out older checkpoints
+  too), and ends by itself after the last step: no step count is given, the trainer's end
+  marker ends the watch. (8 steps, not 12: each checkpoint is one more I3D evaluation.)
+
+  The run is a real 2-clone run with moving averages, and the watch's evaluation of its
+  last checkpoint is checked as test_video_eval checks evaluations (a run of its own
+  there cost one more I3D training): the checkpoint holds no clone prefix, evaluates to
+  the reference of its averaged weights, and the same values saved from a plain
+  one-device graph give the same numbers."""
   rgb_dir = vt.converted(tmp_path_factory, 'rgb')
-  train_dir, eval_dir, steps = tmp_path / 'train', tmp_path / 'eval', 12
+  train_dir, eval_dir, steps = tmp_path / 'train', tmp_path / 'eval', 8
   watch = Watch(I3D_FLAGS + [
       '--dataset_dir=%s' % rgb_dir, '--checkpoint_path=%s' % train_dir, '--watch',
       '--watch_poll_secs=0.5', '--watch_timeout=240',
@@ -80,6 +92,7 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
   config, _ = config_from_argv(TrainConfig, I3D_FLAGS + [
       '--dataset_dir=%s' % rgb_dir, '--train_dir=%s' % train_dir, '--clip_frames=4',
       '--train_image_size=32', '--batch_size=2', '--max_number_of_steps=%d' % steps,
+      '--num_clones=2', '--clone_on_cpu', '--moving_average_decay=0.5',
       '--save_interval_secs=0', '--save_interval_steps=4', '--save_summaries_secs=600',
       '--optimizer=sgd', '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
       '--num_readers=1', '--num_preprocessing_threads=1', '--log_every_n_steps=1'])
@@ -98,6 +111,24 @@ def test_watch_beside_training_evaluates_each_checkpoint_once(tmp_path, tmp_path
   # deleted by its Saver before the watcher got to them).
   kept = set(paths.listed_checkpoints(str(train_dir)))
   assert kept <= set(reports), (kept, reports, logs)
+
+  last = watch.runs[-1].result   # handed out in step order: the last step's
+  reader = tf.train.load_checkpoint(last.primary.checkpoint)
+  values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+  assert not [name for name in values if 'clone' in name]
+  shadows = {name[:-len(vt.EMA)]: value for name, value in values.items()
+             if name.endswith(vt.EMA)}
+  assert 'InceptionV1/Conv3d_1a_7x7/BatchNorm/moving_mean' in shadows
+  plain = vt.write_checkpoint(str(tmp_path / 'plain' / ('model.ckpt-%d' % steps)), {
+      name: value for name, value in values.items()
+      if name in shadows or name.endswith(vt.EMA) or name == 'global_step'})
+  plain_result = video_eval.evaluate(video_eval.config(
+      rgb_dir, plain, clip_frames=4, batch_size=6, num_preprocessing_threads=1)).result
+  expected = video_eval.reference(rgb_dir, shadows, eval_clips=1, clip_frames=4)
+  for result in (last, plain_result):
+    assert result.global_step == steps and result.primary.moving_averages
+    video_eval.check_against_reference(result.primary, expected, result.metrics['rgb'])
+  np.testing.assert_array_equal(last.primary.logits, plain_result.primary.logits)
 
 
 @pytest.mark.slow
