@@ -5,6 +5,7 @@ with tf.train.load_checkpoint, values read from the live session at the first st
 spying step function, events read with tf.train.summary_iterator, NumPy arithmetic.
 """
 
+import contextlib
 import gc
 import glob
 import math
@@ -134,22 +135,56 @@ def spy(monkeypatch):
   return lambda: FirstStepSpy.instances[-1]
 
 
+@contextlib.contextmanager
+def recorded_sessions():
+  """Records (graph, config) of every tf Session created inside; yields the list."""
+  from tensorflow.python.client import session as session_lib
+  recorded = []
+  original = session_lib.Session.__init__
+
+  def init(self, target='', graph=None, config=None):
+    recorded.append((graph, config))
+    original(self, target=target, graph=graph, config=config)
+
+  with pytest.MonkeyPatch.context() as monkeypatch:
+    monkeypatch.setattr(session_lib.Session, '__init__', init)
+    yield recorded
+
+
 @pytest.fixture(scope='module')
-def source_run(digits_dir, tmp_path_factory):
-  """2 clones on 2 logical CPUs, 20 sgd steps: (config, TrainResult)."""
+def source_run_and_sessions(digits_dir, tmp_path_factory):
+  """2 clones on 2 logical CPUs, 20 sgd steps, GPU options set (they change nothing on
+  CPUs; test_gpu_options_reach_the_training_session reads them from the sessions):
+  (config, TrainResult, [(graph, session config)])."""
   train_dir = tmp_path_factory.mktemp('source') / 'train'
-  config = make_config(digits_dir, train_dir)
-  return config, train_with_timeout(config)
+  config = make_config(digits_dir, train_dir, gpu_allow_growth=False,
+                       gpu_memory_fraction=0.3)
+  with recorded_sessions() as sessions:
+    result = train_with_timeout(config)
+  return config, result, sessions
 
 
 @pytest.fixture(scope='module')
-def ten_steps_dir(digits_dir, tmp_path_factory):
-  """A train_dir after 10 steps (1 clone); tests resume in copies of it."""
+def source_run(source_run_and_sessions):
+  """(config, TrainResult) of the 2-clone run."""
+  return source_run_and_sessions[:2]
+
+
+@pytest.fixture(scope='module')
+def ten_steps_dir_and_sessions(digits_dir, tmp_path_factory):
+  """A train_dir after 10 steps (1 clone, default session options), the sessions made."""
   train_dir = tmp_path_factory.mktemp('ten') / 'train'
-  result = train_with_timeout(make_config(digits_dir, train_dir, num_clones=1,
-                                          max_number_of_steps=10))
+  with recorded_sessions() as sessions:
+    result = train_with_timeout(make_config(digits_dir, train_dir, num_clones=1,
+                                            max_number_of_steps=10))
   assert result.global_step == 10
-  return str(train_dir)
+  return str(train_dir), sessions
+
+
+@pytest.fixture(scope='module')
+def ten_steps_dir(ten_steps_dir_and_sessions):
+  """The 10-step train_dir; tests resume in copies of it."""
+  return ten_steps_dir_and_sessions[0]
 
 
 def copy_train_dir(source, tmp_path):
@@ -206,21 +241,6 @@ def test_train_rejects_a_bad_config_before_writing(digits_dir, tmp_path):
 # ----------------------------------------------------------------------------- sessions
 
 
-@pytest.fixture
-def session_configs(monkeypatch):
-  """Records (graph, config) of every tf Session created."""
-  from tensorflow.python.client import session as session_lib
-  recorded = []
-  original = session_lib.Session.__init__
-
-  def init(self, target='', graph=None, config=None):
-    recorded.append((graph, config))
-    original(self, target=target, graph=graph, config=config)
-
-  monkeypatch.setattr(session_lib.Session, '__init__', init)
-  return recorded
-
-
 def _training_session_config(recorded):
   configs = []
   for graph, config in recorded:
@@ -232,11 +252,10 @@ def _training_session_config(recorded):
   return configs
 
 
-def test_gpu_options_reach_the_training_session(digits_dir, tmp_path, session_configs):
-  config = make_config(digits_dir, tmp_path / 'train', max_number_of_steps=2,
-                       gpu_allow_growth=False, gpu_memory_fraction=0.3)
-  result = train_with_timeout(config)
-  assert result.global_step == 2
+def test_gpu_options_reach_the_training_session(source_run_and_sessions):
+  """The 2-clone run (20 steps, its step: test_two_clones_train_to_the_last_step_and_save)
+  was given --nogpu_allow_growth --gpu_memory_fraction=0.3."""
+  _, _, session_configs = source_run_and_sessions
   for session_config in _training_session_config(session_configs):
     assert session_config is not None
     assert session_config.gpu_options.allow_growth is False
@@ -244,9 +263,9 @@ def test_gpu_options_reach_the_training_session(digits_dir, tmp_path, session_co
     assert session_config.device_count['CPU'] == 2
 
 
-def test_default_session_config_allows_growth(digits_dir, tmp_path, session_configs):
-  config = make_config(digits_dir, tmp_path / 'train', max_number_of_steps=2, num_clones=1)
-  train_with_timeout(config)
+def test_default_session_config_allows_growth(ten_steps_dir_and_sessions):
+  """The 1-clone run of default session options (ten_steps_dir)."""
+  _, session_configs = ten_steps_dir_and_sessions
   for session_config in _training_session_config(session_configs):
     assert session_config.gpu_options.allow_growth is True
     assert session_config.gpu_options.per_process_gpu_memory_fraction == 0.0
