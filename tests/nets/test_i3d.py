@@ -168,10 +168,15 @@ def test_op_names_are_not_nested(full_net):
 
 
 def test_flow_input_has_two_channel_first_kernel(graph):
-  _build(channels=2)
+  """Built with spatial_squeeze=False too (one I3D build for two facts): the logits keep
+  their unit height and width."""
+  logits, _ = _build(channels=2, spatial_squeeze=False)
   by_name = {v.op.name: v for v in tf.trainable_variables()}
   assert by_name['InceptionV1/Conv3d_1a_7x7/weights'].shape.as_list() == [7, 7, 7, 2, 64]
   assert _count(by_name.values()) == 12_689_984 - 7 * 7 * 7 * 64
+  # spatial_squeeze=False keeps the unit dimensions (once
+  # test_spatial_squeeze_off_keeps_unit_dimensions, which built a net of its own).
+  assert logits.shape.as_list() == [2, 1, 1, NUM_CLASSES]
 
 
 @pytest.mark.parametrize('multiplier,min_depth', [(0.125, 8), (0.5, 16)])
@@ -228,22 +233,12 @@ def test_clones_share_variables_and_keep_update_ops_apart(graph):
     assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS, f'clone_{clone}/')) == 57 * 2
 
 
-def test_no_batch_norm_updates_in_inference(graph):
-  _build(frames=8, size=32, depth_multiplier=0.125, is_training=False)
-  assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
-
-
 @pytest.mark.parametrize('num_classes', [0, None])
 def test_no_classes_returns_pooled_features(graph, num_classes):
   net, end_points = _build(frames=64, size=224, num_classes=num_classes)
   assert net.shape.as_list() == [2, 7, 1, 1, 1024]  # 2x7x7 windows over 8x7x7
   assert list(end_points) == list(SHAPES_64x224)
   assert not [v for v in tf.global_variables() if '/Logits/' in v.op.name]
-
-
-def test_spatial_squeeze_off_keeps_unit_dimensions(graph):
-  logits, _ = _build(frames=8, size=32, spatial_squeeze=False)
-  assert logits.shape.as_list() == [2, 1, 1, NUM_CLASSES]
 
 
 def test_base_stops_at_final_endpoint(graph):
@@ -310,12 +305,15 @@ def test_first_unit_matches_numpy_conv_batch_norm_relu(graph):
 
 
 def test_logits_head_matches_numpy(graph):
-  """AvgPool 2x7x7 VALID (cut to the map), 1x1x1 conv with bias, mean over time."""
+  """AvgPool 2x7x7 VALID (cut to the map), 1x1x1 conv with bias, mean over time. The net
+  is built for inference: no batch norm updates (once a test of its own, which built one
+  more I3D for it)."""
   rng = np.random.RandomState(1)
   clip = tf.constant(rng.rand(2, 40, 64, 64, 3), tf.float32)
   with slim.arg_scope(i3d.i3d_arg_scope()):
     logits, end_points = i3d.i3d(clip, num_classes=7, is_training=False,
                                  depth_multiplier=0.125)
+  assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == []
   weights, biases = [v for v in tf.global_variables() if '/Logits/' in v.op.name]
   with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
