@@ -114,9 +114,10 @@ def test_flow_scaling_is_flow_over_20(flow):
     assert label in (0, 1)
 
 
-def test_same_seed_same_batches_other_seed_differs(rgb):
+def test_same_seed_same_batches_other_seed_differs(rgb, rgb_training_batches):
   split, _ = rgb
-  first, again, other = (batches_of(training(split, seed=seed), limit=4) for seed in (5, 5, 6))
+  first = rgb_training_batches[:4]   # seed 1, read once for the module
+  again, other = (batches_of(training(split, seed=seed), limit=4) for seed in (1, 6))
   for batch, batch_again in zip(first, again):
     np.testing.assert_array_equal(batch[0], batch_again[0])
     np.testing.assert_array_equal(batch[1], batch_again[1])
