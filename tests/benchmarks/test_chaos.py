@@ -14,12 +14,17 @@ from benchmarks import chaos
 from core.errors import ConfigError
 from deployment import sync_replicas
 
-# 150 steps: the kills come by the clock (seeded waits), the steps as fast as the machine
-# runs them; with 60 the second kill (at step 55 on a quiet 2-core machine) fell past the
-# driver's last kill step (90 % of the run less a progress line) and the job ended after one.
+# Each step of this cluster costs about 0.15 CPU-s (4 tasks), so the job is short: 50 steps.
+# The kills come by the clock (seeded waits of 0.5x to 1.5x kill_every_secs), the steps as
+# fast as the machine runs them, and the driver kills only below step 40 (90 % of the run
+# less a progress line). Seed 3 kills the chief first, 0.44 s after the line of step 10
+# (at step 15 in a loaded run), then worker 1 0.55 s after the chief's restart began, while
+# the job still waits for the chief (a start takes seconds), so the second kill comes at
+# the step of the first. With kill_every_secs=2.0 the first wait alone let a quiet machine
+# reach step 50, and the run needed 150 steps.
 REDUCED = chaos.ChaosSettings(num_ps=1, num_workers=3, backup_workers=1, kills=2,
-                              chief_kills=1, first_kill_step=6, kill_every_secs=2.0,
-                              down_secs=1.0, max_number_of_steps=150, seed=3,
+                              chief_kills=1, first_kill_step=6, kill_every_secs=0.5,
+                              down_secs=1.0, max_number_of_steps=50, seed=3,
                               time_limit_secs=300.0)
 AGGREGATE = REDUCED.num_workers - REDUCED.backup_workers
 
