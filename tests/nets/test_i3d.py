@@ -91,8 +91,18 @@ def test_end_point_shapes_64x224(full_net):
   assert logits is end_points['Logits']
 
 
-def test_end_point_shapes_16x112(graph):
-  _, end_points = _build(frames=16, size=112)
+@pytest.fixture(scope='module')
+def flow_net_16x112():
+  """(graph, end_points) of the flow net (2 input channels), 2x16x112x112x2 input: the
+  shapes test and the flow test read one build (input channels change no end point's
+  shape, the input size no variable)."""
+  with tf.Graph().as_default() as flow_graph:
+    _, end_points = _build(frames=16, size=112, channels=2)
+  return flow_graph, end_points
+
+
+def test_end_point_shapes_16x112(flow_net_16x112):
+  _, end_points = flow_net_16x112
   expected = {}
   for name, (time_stride, space_stride) in STRIDES.items():
     space = math.ceil(112 / space_stride)  # SAME padding rounds up
@@ -167,22 +177,22 @@ def test_op_names_are_not_nested(full_net):
   assert end_points['Logits'].op.name.startswith('InceptionV1/Logits/')
 
 
-def test_flow_input_has_two_channel_first_kernel(graph):
-  """Built with spatial_squeeze=False too (one I3D build for two facts): the logits keep
-  their unit height and width."""
-  logits, _ = _build(channels=2, spatial_squeeze=False)
-  by_name = {v.op.name: v for v in tf.trainable_variables()}
+def test_flow_input_has_two_channel_first_kernel(flow_net_16x112):
+  flow_graph, _ = flow_net_16x112
+  by_name = {v.op.name: v for v in flow_graph.get_collection(
+      tf.GraphKeys.TRAINABLE_VARIABLES)}
   assert by_name['InceptionV1/Conv3d_1a_7x7/weights'].shape.as_list() == [7, 7, 7, 2, 64]
   assert _count(by_name.values()) == 12_689_984 - 7 * 7 * 7 * 64
-  # spatial_squeeze=False keeps the unit dimensions (once
-  # test_spatial_squeeze_off_keeps_unit_dimensions, which built a net of its own).
-  assert logits.shape.as_list() == [2, 1, 1, NUM_CLASSES]
 
 
 @pytest.mark.parametrize('multiplier,min_depth', [(0.125, 8), (0.5, 16)])
 def test_depth_multiplier_scales_every_width_but_the_logits(graph, multiplier,
                                                               min_depth):
-  _build(frames=8, size=32, depth_multiplier=multiplier, min_depth=min_depth)
+  """Built with spatial_squeeze=False too, which keeps the logits' unit height and width
+  (once test_spatial_squeeze_off_keeps_unit_dimensions, which built a net of its own)."""
+  logits, _ = _build(frames=8, size=32, depth_multiplier=multiplier, min_depth=min_depth,
+                     spatial_squeeze=False)
+  assert logits.shape.as_list() == [2, 1, 1, NUM_CLASSES]
   shapes = {v.op.name: v.shape.as_list() for v in tf.global_variables()}
   depth = lambda d: max(int(d * multiplier), min_depth)
   channels = 3
