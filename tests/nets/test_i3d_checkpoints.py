@@ -156,9 +156,18 @@ def test_names_outside_the_model_have_no_deepmind_counterpart():
   assert slim_to_deepmind_name('InceptionV1/Conv3d_1a_7x7/BatchNorm/gamma') is None
 
 
-def test_every_variable_of_the_full_net_maps_onto_the_deepmind_table(graph):
-  _build(channels=3, num_classes=400)
-  variables = slim.get_model_variables()
+@pytest.fixture(scope='module')
+def rgb_400_net():
+  """(graph, logits) of the full rgb net with 400 classes, built once: the table test
+  reads its variables, the rgb_imagenet restore runs it (adding its saver and assigns)."""
+  with tf.Graph().as_default() as rgb_graph:
+    logits = _build(channels=3, num_classes=400)
+  return rgb_graph, logits
+
+
+def test_every_variable_of_the_full_net_maps_onto_the_deepmind_table(rgb_400_net):
+  rgb_graph, _ = rgb_400_net
+  variables = rgb_graph.get_collection(tf.GraphKeys.MODEL_VARIABLES)
   for scope, _, _, _ in FORMS.values():
     table = deepmind_shapes(scope)
     mapped = {slim_to_deepmind_name(v.op.name, scope): v for v in variables}
@@ -259,15 +268,19 @@ def _assign(sess, values_by_variable):
 
 
 @pytest.mark.parametrize('form', list(FORMS))
-def test_deepmind_checkpoint_restores_like_assigning_by_hand(tmp_path, form):
+def test_deepmind_checkpoint_restores_like_assigning_by_hand(tmp_path, form, request):
   scope, channels, classes, slots = FORMS[form]
   values = _random_values(deepmind_shapes(scope, channels, classes, slots),
                           np.random.RandomState(1))
   prefix = _write_checkpoint(str(tmp_path / 'model.ckpt'), values)
   shapes = tf.train.NewCheckpointReader(prefix).get_variable_to_shape_map()
   name_map = name_map_for_checkpoint(shapes, modality='flow' if channels == 2 else 'rgb')
-  with tf.Graph().as_default():
-    logits = _build(channels, classes)
+  # The rgb 400-class net is the module's (one I3D build less); the others are built here.
+  net_graph, logits = (request.getfixturevalue('rgb_400_net') if (channels, classes) == (
+      3, 400) else (tf.Graph(), None))
+  with net_graph.as_default():
+    if logits is None:
+      logits = _build(channels, classes)
     saver = _restore_through(name_map, prefix)
     by_name = {v.op.name: v for v in tf.global_variables()}
     by_hand = {}
