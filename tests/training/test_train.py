@@ -275,16 +275,27 @@ def test_default_session_config_allows_growth(ten_steps_dir_and_sessions):
 # ----------------------------------------------------------------------------- resume
 
 
-def test_resume_continues_from_the_checkpoint(digits_dir, ten_steps_dir, tmp_path, spy):
+def test_resume_continues_from_the_checkpoint_and_wins_over_checkpoint_path(
+    digits_dir, source_run, ten_steps_dir, tmp_path, spy, monkeypatch):
+  """A resume given --checkpoint_path too (once two trainings, one for each fact): the
+  train_dir's checkpoint is restored, the fine-tuning plan never made."""
+  source_config, source_result = source_run
+  source = checkpoint_values(source_result.checkpoint)
   train_dir = copy_train_dir(ten_steps_dir, tmp_path)
   saved = checkpoint_values(os.path.join(train_dir, 'model.ckpt-10'))
-  config = make_config(digits_dir, train_dir, num_clones=1, max_number_of_steps=20)
+
+  def no_plan(*args, **kwargs):
+    raise AssertionError('plan_fine_tuning called although train_dir holds a checkpoint')
+  monkeypatch.setattr(restore, 'plan_fine_tuning', no_plan)
+  config = make_config(digits_dir, train_dir, num_clones=1, max_number_of_steps=20,
+                       checkpoint_path=source_config.train_dir)
   result = train_with_timeout(config)
   step_fn = spy()
   # Started from step 10 with exactly the saved variables, then did 10 more steps.
   assert step_fn.start_step == 10
   for name in LENET_VARIABLES:
     np.testing.assert_array_equal(step_fn.start_values[name], saved[name], err_msg=name)
+    assert not np.array_equal(step_fn.start_values[name], source[name])
   assert step_fn.calls == 10
   assert result.global_step == 20
   assert result.checkpoint == os.path.join(train_dir, 'model.ckpt-20')
@@ -333,27 +344,6 @@ def test_fine_tune_restores_all_but_excluded_and_trains_only_trainable(
       'LeNet/fc4/weights'])
   assert not np.array_equal(fine['LeNet/fc4/biases'], step_fn.start_values[
       'LeNet/fc4/biases'])
-
-
-def test_resume_wins_over_checkpoint_path(digits_dir, source_run, ten_steps_dir,
-                                          tmp_path, spy, monkeypatch):
-  source_config, source_result = source_run
-  source = checkpoint_values(source_result.checkpoint)
-  train_dir = copy_train_dir(ten_steps_dir, tmp_path)
-  own = checkpoint_values(os.path.join(train_dir, 'model.ckpt-10'))
-
-  def no_plan(*args, **kwargs):
-    raise AssertionError('plan_fine_tuning called although train_dir holds a checkpoint')
-  monkeypatch.setattr(restore, 'plan_fine_tuning', no_plan)
-  config = make_config(digits_dir, train_dir, num_clones=1, max_number_of_steps=12,
-                       checkpoint_path=source_config.train_dir)
-  result = train_with_timeout(config)
-  step_fn = spy()
-  assert step_fn.start_step == 10
-  for name in LENET_VARIABLES:
-    np.testing.assert_array_equal(step_fn.start_values[name], own[name], err_msg=name)
-    assert not np.array_equal(step_fn.start_values[name], source[name])
-  assert result.global_step == 12
 
 
 def test_unexcluded_shape_mismatch_fails_before_training(digits_dir, source_run, tmp_path):
