@@ -211,36 +211,49 @@ def test_depth_multiplier_must_be_positive(graph, multiplier):
     _build(frames=8, size=32, depth_multiplier=multiplier)
 
 
-def test_registry_entry_and_default_weight_decay(graph):
+@pytest.fixture(scope='module')
+def two_clones():
+  """(graph, network_fn, [clone logits]) of the registry's i3d (5 classes, depth 0.125,
+  training mode) built as model_deploy builds two clones: each in its own name scope, the second reusing
+  the first's variables. The registry test reads clone 0, the clones test both."""
+  network_fn = nets_factory.get_network_fn('i3d', num_classes=5, depth_multiplier=0.125,
+                                           is_training=True)
+  logits = []
+  with tf.Graph().as_default() as clones_graph:
+    clips = tf.zeros([1, 8, 32, 32, 3])
+    for clone in range(2):
+      with (tf.name_scope(f'clone_{clone}'),
+            tf.variable_scope(tf.get_variable_scope(), reuse=True if clone else None)):
+        logits.append(network_fn(clips)[0])
+  return clones_graph, network_fn, logits
+
+
+def test_registry_entry_and_default_weight_decay(two_clones):
   spec = nets_factory.get_network_spec('i3d')
   assert (spec.net_fn, spec.arg_scope_fn) == (i3d.i3d, i3d.i3d_arg_scope)
   assert (spec.default_image_size, spec.default_weight_decay, spec.preprocessing_name,
           spec.default_num_frames) == (224, 1e-7, 'i3d', 64)
-  network_fn = nets_factory.get_network_fn('i3d', num_classes=5, depth_multiplier=0.125)
+  clones_graph, network_fn, (logits, _) = two_clones
   assert network_fn.weight_decay == 1e-7 and network_fn.default_image_size == 224
-  logits, _ = network_fn(tf.zeros([1, 8, 32, 32, 3]))
   assert logits.shape.as_list() == [1, 5]
-  losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
-  kernels = [v for v in tf.global_variables() if v.op.name.endswith('/weights')]
-  assert len(losses) == len(kernels) == 58  # 57 units and the logits
-  with tf.Session() as sess:
-    sess.run(tf.global_variables_initializer())
-    loss_values, kernel_values = sess.run((losses, kernels))
+  with clones_graph.as_default():
+    # Made once, with the variables: a reusing clone adds none.
+    losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    kernels = [v for v in tf.global_variables() if v.op.name.endswith('/weights')]
+    assert len(losses) == len(kernels) == 58  # 57 units and the logits
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      loss_values, kernel_values = sess.run((losses, kernels))
   reference = [0.5 * 1e-7 * np.sum(k.astype(np.float64) ** 2) for k in kernel_values]
   np.testing.assert_allclose(sorted(loss_values), sorted(reference), rtol=1e-5)
 
 
-def test_clones_share_variables_and_keep_update_ops_apart(graph):
-  clips = tf.zeros([1, 8, 32, 32, 3])
+def test_clones_share_variables_and_keep_update_ops_apart(two_clones):
+  clones_graph, _, _ = two_clones
+  assert len(clones_graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)) == 57 * 4 + 2
   for clone in range(2):
-    # How model_deploy builds a second clone: its own name scope, reused variables.
-    with (tf.name_scope(f'clone_{clone}'),
-          tf.variable_scope(tf.get_variable_scope(), reuse=True if clone else None),
-          slim.arg_scope(i3d.i3d_arg_scope())):
-      i3d.i3d(clips, num_classes=5, depth_multiplier=0.125)
-  assert len(tf.global_variables()) == 57 * 4 + 2
-  for clone in range(2):
-    assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS, f'clone_{clone}/')) == 57 * 2
+    assert len(clones_graph.get_collection(tf.GraphKeys.UPDATE_OPS,
+                                           f'clone_{clone}/')) == 57 * 2
 
 
 @pytest.mark.parametrize('num_classes', [0, None])
