@@ -128,7 +128,7 @@ def test_clips_averaged_per_video_with_moving_averages(rgb_dir, rgb_model, rgb_s
                                                        session_configs):
   """K=2 clips of 8 frames, batches of 4 videos (the last one partial): the averaged
   weights (present in the checkpoint) and batch norm's moving statistics are used. Every
-  evaluation session has training's default GPU options (the case of
+  evaluation session has training's default GPU options (once a test of its own,
   test_gpu_options_reach_every_evaluation_session without options)."""
   prefix, _, _ = rgb_model
   cfg = config(rgb_dir, os.path.dirname(prefix), eval_clips=2, clip_frames=8, batch_size=4)
@@ -148,8 +148,8 @@ def test_clips_averaged_per_video_with_moving_averages(rgb_dir, rgb_model, rgb_s
 
 def test_first_frames_with_raw_weights(rgb_dir, rgb_model, session_configs):
   """The first 12 frames (videos of 6-14 frames loop), --use_moving_averages=false; given
-  GPU options reach every evaluation session (test_gpu_options_reach_every_evaluation_session
-  with options)."""
+  GPU options reach every evaluation session (once a test of its own,
+  test_gpu_options_reach_every_evaluation_session with options)."""
   prefix, values, _ = rgb_model
   del session_configs[:]
   result = evaluate(config(rgb_dir, prefix, eval_frames=12, use_moving_averages='false',

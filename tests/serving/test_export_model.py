@@ -63,8 +63,8 @@ def test_saved_model_probabilities_equal_evaluation(rgb_dir, rgb_model, tmp_path
   """One clip of 8 frames per test video: the SavedModel's probabilities for that clip
   equal eval's per-video probabilities within 1e-5 (moving averages in both). The export
   is given GPU options, which reach its session (training's --gpu_allow_growth and
-  --gpu_memory_fraction; this export is the case of
-  test_gpu_options_reach_the_export_session)."""
+  --gpu_memory_fraction; once a test of its own, test_gpu_options_reach_the_export_session,
+  with an export of its own)."""
   prefix, _, _ = rgb_model
   export_dir = str(tmp_path / 'export')
   del session_configs[:]
