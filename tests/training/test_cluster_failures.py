@@ -120,7 +120,8 @@ def test_a_synchronous_job_rejoins_its_workers_and_replaces_a_chief_lost_inside_
   train_dir = tmp_path / 'train'
   last = 20
   flags = train_flags(digits_dir, train_dir, sync_replicas=True, replicas_to_aggregate=2,
-                      max_number_of_steps=last, save_interval_secs=1, step_timeout_secs=90)
+                      max_number_of_steps=last, save_interval_secs=1, save_interval_steps=2,
+                      step_timeout_secs=90)
   with LocalCluster(1, 2, trainer(flags), str(tmp_path / 'logs'), isolation='none',
                     addressing='tf_config') as cluster:
     worker_1 = cluster.task('worker-1')
@@ -144,7 +145,10 @@ def test_a_synchronous_job_rejoins_its_workers_and_replaces_a_chief_lost_inside_
                        log_text(cluster.chief))
     assert line.endswith(', %s on the chief)' % chiefs.group(1)), line
 
-    wait_for(lambda: checkpoint_steps(train_dir), 'a checkpoint')  # The chief's first step's.
+    # model.ckpt-2 and -4, saved by step before worker 1 stopped at 5 (by time alone, a
+    # quiet machine ran those steps within the first second and saved none before the job
+    # stood still waiting for worker 1: the chief saves between steps only).
+    wait_for(lambda: checkpoint_steps(train_dir), 'a checkpoint')
     cluster.signal('worker-0', signal.SIGSTOP)
     checkpoint = str(train_dir / ('model.ckpt-%d' % checkpoint_steps(train_dir)[-1]))
     cluster.command_line = trainer(flags)
