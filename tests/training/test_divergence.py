@@ -34,7 +34,11 @@ def test_a_diverging_run_ends_in_one_line_with_its_status(digits_dir, tmp_path):
   config = TrainConfig(dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
                        train_dir=str(tmp_path / 'run'), optimizer='sgd', learning_rate=1e4,
                        learning_rate_decay_type='fixed', max_number_of_steps=40,
-                       save_interval_steps=1, num_readers=1, num_preprocessing_threads=1)
+                       save_interval_steps=1, num_readers=1, num_preprocessing_threads=1,
+                       # Seeded: unseeded, a fresh-clone run (70ff73c) met the rare start from
+                       # which a step of 1e4 kills every ReLU instead, and the loss stayed
+                       # finite for all 40 steps. With seed 1 the loss is NaN at step 3.
+                       random_seed=1)
   with pytest.raises(errors.TrainingDiverged) as raised:
     train_module.train(config)
   line = str(raised.value)
