@@ -9,7 +9,7 @@ import pytest
 from checkpoints import paths
 from evaluation.image_eval import EvalConfig
 from evaluation import run
-from tests.training.test_train import make_config, train_with_timeout
+from tests.training.lenet_runs import make_config, train_with_timeout
 from tf_compat import tf
 
 

@@ -14,10 +14,6 @@ from PIL import Image
 from nets import nets_factory
 from tf_compat import tf, slim
 
-LENET_VARIABLES = (
-    'LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
-    'LeNet/conv2/biases', 'LeNet/fc3/weights', 'LeNet/fc3/biases', 'LeNet/fc4/weights',
-    'LeNet/fc4/biases')
 NUM_TEST = 360
 
 

@@ -28,8 +28,9 @@ from tests.evaluation import tensorboard_events as tbe
 from tests.evaluation.placeholder_checkpoint import placeholder_checkpoint
 from tests import trained_runs
 from tests.evaluation.image_reference import (
-    LENET_VARIABLES, NUM_TEST, accuracy_and_recall5, checkpoint_values, ema_values,
+    NUM_TEST, accuracy_and_recall5, checkpoint_values, ema_values,
     read_split, reference_logits)
+from tests.training.lenet_runs import LENET_VARIABLES
 from tests.video_testdata import write_checkpoint
 from tests.sessions import assert_gpu_options, record_sessions
 from tests.training.run_spy import seed_graph, seed_inputs

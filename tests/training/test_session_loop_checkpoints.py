@@ -38,12 +38,12 @@ from datasets.inputs import image_input
 from tests import video_testdata
 from tests.global_batch import write_aligned_dataset
 from tests.evaluation.tensorboard_events import read_eval_dir
+from tests.training.lenet_runs import checkpoint_values
 from tests.training.run_spy import (seed_inputs, seeded_lenet_checkpoint, spy_on_training,
                                     with_settings)
 from tf_compat import tf
 from training import precise_bn, train as train_module
 from training.config import TrainConfig
-from training.input_position import is_input_position
 
 pytestmark = pytest.mark.slow
 
@@ -147,13 +147,6 @@ def test_precise_bn_finds_every_batch_norm_of_the_two_i3d_clones(resumed_run):
       '/device:CPU:0', '/device:CPU:1'}
   for layer in layers:
     assert reader.get_tensor(layer.name + '/moving_variance').min() > 0
-
-
-def checkpoint_values(path):
-  """{variable name: value} of a checkpoint (its input position left out)."""
-  reader = tf.train.load_checkpoint(path)
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not is_input_position(name)}
 
 
 def test_restoring_a_checkpoint_written_between_steps_replays_the_run(tmp_path,

@@ -24,7 +24,7 @@ from deployment import accumulation, model_deploy
 from deployment.session import session_config
 from tests import video_testdata
 from tests.training.starved_input import starve_training
-from tests.training.test_train import make_config, train_with_timeout
+from tests.training.lenet_runs import make_config, train_with_timeout
 from tf_compat import tf
 from training import run_record, summaries
 from training import train as train_module

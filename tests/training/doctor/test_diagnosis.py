@@ -17,7 +17,7 @@ from deployment.session.session_config import make_session_config
 from datasets.inputs import input_factory
 from tests.training.starved_input import StarvedInput, starve_training
 from tests.training.test_summaries import wait_shares
-from tests.training.test_train import train_with_timeout
+from tests.training.lenet_runs import train_with_timeout
 from training.config import TrainConfig
 from training.doctor import diagnosis, measure, verdicts
 from training.doctor.measure import FULL, INPUT, SYNTHETIC
