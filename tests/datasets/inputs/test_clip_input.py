@@ -20,18 +20,10 @@ from tf_compat import tf
 from tests.datasets.inputs.clip_records import (CROP, TOLERANCE, RGB_VIDEOS, RESIZED,
                                                 FLOW_VIDEOS, assert_loops, batches_of,
                                                 check_rgb_clip, eval_results, evaluation,
-                                                flipped_frame, pil, pixel_values, training,
-                                                flow_split, rgb_split)
+                                                flipped_frame, pil, pixel_values, training)
 
 
-@pytest.fixture(scope='module')
-def rgb(tmp_path_factory):
-  return rgb_split(tmp_path_factory)
-
-
-@pytest.fixture(scope='module')
-def flow(tmp_path_factory):
-  return flow_split(tmp_path_factory)
+# rgb, flow: tests/datasets/inputs/conftest.py (clip_records' splits, written once).
 
 
 @pytest.fixture(scope='module')

@@ -3,24 +3,15 @@ the first frames or K clips per video, centre crops, one fixed order, flow's two
 the stored values of deferred clips (training: test_clip_input.py)."""
 
 import numpy as np
-import pytest
 
 from tf_compat import tf
 from tests.datasets.inputs.clip_records import (CROP, TOLERANCE, RGB_VIDEOS, FLOW_VIDEOS,
                                                 assert_loops, batches_of,
                                                 check_centre_rgb_clip, eval_results,
-                                                evaluation, flow_split, pil, pixel_values,
-                                                rgb_split)
+                                                evaluation, pil, pixel_values)
 
 
-@pytest.fixture(scope='module')
-def rgb(tmp_path_factory):
-  return rgb_split(tmp_path_factory)
-
-
-@pytest.fixture(scope='module')
-def flow(tmp_path_factory):
-  return flow_split(tmp_path_factory)
+# rgb, flow: tests/datasets/inputs/conftest.py (clip_records' splits, written once).
 
 
 def test_eval_first_frames_once_per_video_centre_crop(rgb):
