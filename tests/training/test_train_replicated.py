@@ -18,26 +18,17 @@ import pytest
 from evaluation import run
 from evaluation.config import EvalConfig
 from tf_compat import tf
-from training.config import TrainConfig
 from training.train import train
+from tests.training.lenet_runs import LENET_VARIABLES, make_config
 
 pytestmark = pytest.mark.slow
 
-LENET = ('LeNet/conv1/weights', 'LeNet/conv1/biases', 'LeNet/conv2/weights',
-         'LeNet/conv2/biases', 'LeNet/fc3/weights', 'LeNet/fc3/biases', 'LeNet/fc4/weights',
-         'LeNet/fc4/biases')
-
-
 def config(digits_dir, train_dir, **overrides):
-  values = dict(
-      dataset_name='digits', dataset_dir=digits_dir, model_name='lenet',
-      train_dir=str(train_dir), num_clones=2, clone_on_cpu=True, max_number_of_steps=6,
-      optimizer='momentum', learning_rate=0.05, learning_rate_decay_type='fixed',
-      num_readers=1, num_preprocessing_threads=1, batch_size=8, log_every_n_steps=3,
-      save_summaries_secs=600, save_interval_secs=600, random_seed=5, deterministic=True,
-      dropout_keep_prob=1.0)
+  """lenet_runs.make_config's 2-clone LeNet, seeded and deterministic, momentum, 6 steps."""
+  values = dict(max_number_of_steps=6, optimizer='momentum', learning_rate=0.05, batch_size=8,
+                log_every_n_steps=3, random_seed=5, deterministic=True, dropout_keep_prob=1.0)
   values.update(overrides)
-  return TrainConfig(**values)
+  return make_config(digits_dir, train_dir, **values)
 
 
 def entries(checkpoint):
@@ -46,7 +37,7 @@ def entries(checkpoint):
 
 def values(checkpoint):
   reader = tf.train.load_checkpoint(checkpoint)
-  return {name: reader.get_tensor(name) for name in LENET}
+  return {name: reader.get_tensor(name) for name in LENET_VARIABLES}
 
 
 class _Lines(logging.Handler):
@@ -92,7 +83,7 @@ def test_the_checkpoint_holds_one_copy_under_todays_names(runs):
            if not name.startswith('input_position')}
   assert model == {name: shape for name, shape in shared.items()
                    if not name.startswith('input_position')}
-  assert set(LENET) <= set(model)
+  assert set(LENET_VARIABLES) <= set(model)
   assert 'LeNet/fc4/weights/Momentum' in model
 
 
@@ -113,7 +104,7 @@ def test_a_checkpoint_resumes_under_either_variable_update_alike(runs, digits_di
   start = values(runs[trained_under].checkpoint)
   shared = _continue(digits_dir, tmp_path, runs[trained_under], 'parameter_server')
   copies = _continue(digits_dir, tmp_path, runs[trained_under], 'replicated')
-  for name in LENET:
+  for name in LENET_VARIABLES:
     movement = np.abs(shared[name] - start[name]).max()
     assert movement > 1e-4, name
     assert np.abs(copies[name] - shared[name]).max() <= 1e-3 * movement + 1e-7, name
@@ -159,7 +150,7 @@ def test_a_fine_tune_restores_clone_0_and_the_sync_reaches_every_copy(runs, digi
     ends[update] = values(train(config(
         digits_dir, tmp_path / update, variable_update=update, max_number_of_steps=3,
         checkpoint_path=runs['parameter_server'].checkpoint)).checkpoint)
-  for name in LENET:
+  for name in LENET_VARIABLES:
     movement = np.abs(ends['parameter_server'][name] - start[name]).max()
     assert movement > 1e-4, name
     assert np.abs(ends['replicated'][name] - ends['parameter_server'][name]).max() <= (
